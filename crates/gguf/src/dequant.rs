@@ -1,0 +1,310 @@
+//! Dequantization of ggml block types to f32.
+//!
+//! Block layouts per `ggml/src/ggml-common.h` (`block_q4_0` … `block_q8_K`); formulas per the
+//! `dequantize_row_*` functions of `ggml/src/ggml-quants.c` (summarised in
+//! `../shared/docs/llamacpp-spec.md` §5.1). The order of float operations follows those
+//! formulas exactly (e.g. Q4_K is `(d·sc)·q − (dmin·m)`, Q6_K is `(d·sc)·q`) so that results are
+//! bit-identical to ggml's `to_float`; Rust never contracts a·b+c into an FMA.
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+
+use crate::types::GgmlType;
+
+/// Why a buffer could not be dequantized.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DequantError {
+    /// No dequantizer for this type (IQ*, TQ*, MXFP4, NVFP4, integer types …).
+    #[error("dequantization of {0} is not supported")]
+    Unsupported(GgmlType),
+    /// `n` is not a multiple of the block size, or the byte count does not match `n`.
+    #[error("{ty}: {n} elements need {need} bytes, got {got}")]
+    Size {
+        ty: GgmlType,
+        n: usize,
+        need: usize,
+        got: usize,
+    },
+}
+
+/// Types this module can dequantize.
+pub const SUPPORTED: &[GgmlType] = &[
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::Q8_K,
+];
+
+/// Whether [`dequantize`] handles `ty`.
+pub fn is_supported(ty: GgmlType) -> bool {
+    SUPPORTED.contains(&ty)
+}
+
+/// Dequantizes `src` (the stored bytes of `out.len()` elements of type `ty`) into `out`.
+///
+/// Errors: an unsupported type, or sizes that do not match (`out.len()` must be a multiple of
+/// the block size and `src.len()` exactly `out.len() / block · type_size`).
+pub fn dequantize(ty: GgmlType, src: &[u8], out: &mut [f32]) -> Result<(), DequantError> {
+    if !is_supported(ty) {
+        return Err(DequantError::Unsupported(ty));
+    }
+    let n = out.len();
+    let bs = ty.block_size() as usize;
+    let ts = ty.type_size() as usize;
+    let need = (n / bs) * ts;
+    if n % bs != 0 || src.len() != need {
+        return Err(DequantError::Size {
+            ty,
+            n,
+            need,
+            got: src.len(),
+        });
+    }
+    let blocks = src.chunks_exact(ts).zip(out.chunks_exact_mut(bs));
+    match ty {
+        GgmlType::F32 => {
+            for (b, y) in src.chunks_exact(4).zip(out.iter_mut()) {
+                *y = f32::from_le_bytes(b.try_into().expect("4"));
+            }
+        }
+        GgmlType::F16 => {
+            let halves: Vec<f16> = src
+                .chunks_exact(2)
+                .map(|b| f16::from_bits(u16::from_le_bytes([b[0], b[1]])))
+                .collect();
+            halves.convert_to_f32_slice(out);
+        }
+        GgmlType::BF16 => {
+            for (b, y) in src.chunks_exact(2).zip(out.iter_mut()) {
+                *y = f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16);
+            }
+        }
+        GgmlType::Q4_0 => blocks.for_each(|(b, y)| q4_0(b, y)),
+        GgmlType::Q4_1 => blocks.for_each(|(b, y)| q4_1(b, y)),
+        GgmlType::Q5_0 => blocks.for_each(|(b, y)| q5_0(b, y)),
+        GgmlType::Q5_1 => blocks.for_each(|(b, y)| q5_1(b, y)),
+        GgmlType::Q8_0 => blocks.for_each(|(b, y)| q8_0(b, y)),
+        GgmlType::Q2_K => blocks.for_each(|(b, y)| q2_k(b, y)),
+        GgmlType::Q3_K => blocks.for_each(|(b, y)| q3_k(b, y)),
+        GgmlType::Q4_K => blocks.for_each(|(b, y)| q4_k(b, y)),
+        GgmlType::Q5_K => blocks.for_each(|(b, y)| q5_k(b, y)),
+        GgmlType::Q6_K => blocks.for_each(|(b, y)| q6_k(b, y)),
+        GgmlType::Q8_K => blocks.for_each(|(b, y)| q8_k(b, y)),
+        _ => unreachable!("checked by is_supported"),
+    }
+    Ok(())
+}
+
+/// Dequantizes a whole buffer of `n` elements into a new vector.
+pub fn dequantize_to_vec(ty: GgmlType, src: &[u8], n: usize) -> Result<Vec<f32>, DequantError> {
+    let mut out = vec![0f32; n];
+    dequantize(ty, src, &mut out)?;
+    Ok(out)
+}
+
+#[inline(always)]
+fn half_at(b: &[u8], i: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[i], b[i + 1]])).to_f32()
+}
+
+/// block_q4_0: d:f16, qs[16]; y = (q − 8)·d.
+fn q4_0(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    let qs = &b[2..18];
+    for j in 0..16 {
+        y[j] = ((qs[j] & 15) as i32 - 8) as f32 * d;
+        y[j + 16] = ((qs[j] >> 4) as i32 - 8) as f32 * d;
+    }
+}
+
+/// block_q4_1: d:f16, m:f16, qs[16]; y = q·d + m.
+fn q4_1(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    let m = half_at(b, 2);
+    let qs = &b[4..20];
+    for j in 0..16 {
+        y[j] = (qs[j] & 15) as f32 * d + m;
+        y[j + 16] = (qs[j] >> 4) as f32 * d + m;
+    }
+}
+
+/// block_q5_0: d:f16, qh:u32 LE, qs[16]; y = (q | h<<4 − 16)·d.
+fn q5_0(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+    let qs = &b[6..22];
+    for j in 0..16 {
+        let h0 = (((qh >> j) & 1) << 4) as i32;
+        let h1 = (((qh >> (j + 16)) & 1) << 4) as i32;
+        y[j] = (((qs[j] & 15) as i32 | h0) - 16) as f32 * d;
+        y[j + 16] = (((qs[j] >> 4) as i32 | h1) - 16) as f32 * d;
+    }
+}
+
+/// block_q5_1: d:f16, m:f16, qh:u32 LE, qs[16]; y = (q | h<<4)·d + m.
+fn q5_1(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    let m = half_at(b, 2);
+    let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+    let qs = &b[8..24];
+    for j in 0..16 {
+        let h0 = ((qh >> j) & 1) << 4;
+        let h1 = ((qh >> (j + 16)) & 1) << 4;
+        y[j] = ((qs[j] & 15) as u32 | h0) as f32 * d + m;
+        y[j + 16] = ((qs[j] >> 4) as u32 | h1) as f32 * d + m;
+    }
+}
+
+/// block_q8_0: d:f16, qs[32]:i8; y = q·d.
+fn q8_0(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    for (yj, &q) in y.iter_mut().zip(&b[2..34]) {
+        *yj = (q as i8) as f32 * d;
+    }
+}
+
+/// block_q2_K: scales[16], qs[64], d:f16, dmin:f16.
+fn q2_k(b: &[u8], y: &mut [f32]) {
+    let scales = &b[0..16];
+    let d = half_at(b, 80);
+    let dmin = half_at(b, 82);
+    for h in 0..2 {
+        let q = &b[16 + 32 * h..16 + 32 * h + 32];
+        for g in 0..4 {
+            let shift = 2 * g;
+            for s in 0..2 {
+                let sc = scales[8 * h + 2 * g + s];
+                let dl = d * (sc & 15) as f32;
+                let ml = dmin * (sc >> 4) as f32;
+                let base = 128 * h + 32 * g + 16 * s;
+                for l in 0..16 {
+                    y[base + l] = dl * ((q[16 * s + l] >> shift) & 3) as f32 - ml;
+                }
+            }
+        }
+    }
+}
+
+/// block_q3_K: hmask[32], qs[64], scales[12] (16 six-bit scales), d:f16.
+fn q3_k(b: &[u8], y: &mut [f32]) {
+    let hmask = &b[0..32];
+    let sb = &b[96..108];
+    let d = half_at(b, 108);
+    let mut scales = [0i32; 16];
+    for (j, s) in scales.iter_mut().enumerate() {
+        let lo4 = if j < 8 { sb[j] & 15 } else { sb[j - 8] >> 4 };
+        let hi2 = (sb[8 + j % 4] >> (2 * (j / 4))) & 3;
+        *s = (lo4 | (hi2 << 4)) as i32 - 32;
+    }
+    for h in 0..2 {
+        let q = &b[32 + 32 * h..64 + 32 * h];
+        for g in 0..4 {
+            let shift = 2 * g;
+            let m = 1u8 << (4 * h + g);
+            for s in 0..2 {
+                let dl = d * scales[8 * h + 2 * g + s] as f32;
+                let base = 128 * h + 32 * g + 16 * s;
+                for l in 0..16 {
+                    let i = 16 * s + l;
+                    let hb = if hmask[i] & m != 0 { 0 } else { 4 };
+                    y[base + l] = dl * (((q[i] >> shift) & 3) as i32 - hb) as f32;
+                }
+            }
+        }
+    }
+}
+
+/// The j-th (scale, min) pair of the 12-byte K-quant scales field (`get_scale_min_k4`).
+#[inline(always)]
+fn scale_min_k4(j: usize, s: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (s[j] & 63, s[j + 4] & 63)
+    } else {
+        (
+            (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4),
+            (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
+        )
+    }
+}
+
+/// block_q4_K: d:f16, dmin:f16, scales[12], qs[128].
+fn q4_k(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    let dmin = half_at(b, 2);
+    let sc = &b[4..16];
+    for k in 0..4 {
+        let q = &b[16 + 32 * k..48 + 32 * k];
+        let (s1, m1) = scale_min_k4(2 * k, sc);
+        let (s2, m2) = scale_min_k4(2 * k + 1, sc);
+        let (d1, m1) = (d * s1 as f32, dmin * m1 as f32);
+        let (d2, m2) = (d * s2 as f32, dmin * m2 as f32);
+        let (lo, hi) = y[64 * k..64 * k + 64].split_at_mut(32);
+        for l in 0..32 {
+            lo[l] = d1 * (q[l] & 15) as f32 - m1;
+            hi[l] = d2 * (q[l] >> 4) as f32 - m2;
+        }
+    }
+}
+
+/// block_q5_K: d:f16, dmin:f16, scales[12], qh[32], qs[128].
+fn q5_k(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 0);
+    let dmin = half_at(b, 2);
+    let sc = &b[4..16];
+    let qh = &b[16..48];
+    for k in 0..4 {
+        let q = &b[48 + 32 * k..80 + 32 * k];
+        let (s1, m1) = scale_min_k4(2 * k, sc);
+        let (s2, m2) = scale_min_k4(2 * k + 1, sc);
+        let (d1, m1) = (d * s1 as f32, dmin * m1 as f32);
+        let (d2, m2) = (d * s2 as f32, dmin * m2 as f32);
+        let (u1, u2) = (1u8 << (2 * k), 2u8 << (2 * k));
+        let (lo, hi) = y[64 * k..64 * k + 64].split_at_mut(32);
+        for l in 0..32 {
+            let h1 = if qh[l] & u1 != 0 { 16 } else { 0 };
+            let h2 = if qh[l] & u2 != 0 { 16 } else { 0 };
+            lo[l] = d1 * ((q[l] & 15) + h1) as f32 - m1;
+            hi[l] = d2 * ((q[l] >> 4) + h2) as f32 - m2;
+        }
+    }
+}
+
+/// block_q6_K: ql[128], qh[64], scales[16]:i8, d:f16.
+fn q6_k(b: &[u8], y: &mut [f32]) {
+    let d = half_at(b, 208);
+    for n in 0..2 {
+        let ql = &b[64 * n..64 * n + 64];
+        let qh = &b[128 + 32 * n..160 + 32 * n];
+        let sc = &b[192 + 8 * n..200 + 8 * n];
+        let y = &mut y[128 * n..128 * n + 128];
+        for l in 0..32 {
+            let is = l / 16;
+            let q1 = ((ql[l] & 15) | ((qh[l] & 3) << 4)) as i32 - 32;
+            let q2 = ((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) as i32 - 32;
+            let q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i32 - 32;
+            let q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i32 - 32;
+            y[l] = d * (sc[is] as i8) as f32 * q1 as f32;
+            y[l + 32] = d * (sc[is + 2] as i8) as f32 * q2 as f32;
+            y[l + 64] = d * (sc[is + 4] as i8) as f32 * q3 as f32;
+            y[l + 96] = d * (sc[is + 6] as i8) as f32 * q4 as f32;
+        }
+    }
+}
+
+/// block_q8_K: d:f32, qs[256]:i8, bsums[16]:i16; y = d·q.
+fn q8_k(b: &[u8], y: &mut [f32]) {
+    let d = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    for (yj, &q) in y.iter_mut().zip(&b[4..260]) {
+        *yj = d * (q as i8) as f32;
+    }
+}

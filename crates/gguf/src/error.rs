@@ -1,0 +1,75 @@
+//! One error type for the GGUF container: every variant names the field and the byte offset.
+
+use std::path::PathBuf;
+
+/// Errors of reading, validating and writing GGUF files.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O error on `path`.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A parse error inside the file `path`.
+    #[error("{path}: {source}")]
+    InFile {
+        path: PathBuf,
+        #[source]
+        source: Box<Error>,
+    },
+    /// The file ends before `field` (needs `need` bytes at `offset`, the file has `len`).
+    #[error("truncated: {field} needs {need} bytes at byte offset {offset}, but the file has {len} bytes")]
+    Truncated {
+        field: String,
+        offset: u64,
+        need: u64,
+        len: u64,
+    },
+    /// The first four bytes are not `GGUF`.
+    #[error("bad magic {found:02x?} at byte offset 0 (expected \"GGUF\" = [47, 47, 55, 46])")]
+    BadMagic { found: [u8; 4] },
+    /// Version other than 2 or 3 (v1 used 32-bit lengths; llama.cpp rejects it too).
+    #[error("unsupported GGUF version {version} at byte offset 4 (supported: 2, 3)")]
+    UnsupportedVersion { version: u32 },
+    /// A version whose low 16 bits are zero: the file was written with the other byte order.
+    #[error("GGUF version {raw:#010x} at byte offset 4 is byte-swapped: big-endian files are not supported")]
+    BigEndian { raw: u32 },
+    /// A field holds a value that is not allowed (`detail` says why).
+    #[error("invalid {field} at byte offset {offset}: {detail}")]
+    Invalid {
+        field: String,
+        offset: u64,
+        detail: String,
+    },
+    /// A tensor info names a ggml type id that does not exist.
+    #[error("tensor '{tensor}': unknown ggml type id {id} at byte offset {offset}")]
+    UnknownType { tensor: String, id: u32, offset: u64 },
+    /// An operation that does not handle this ggml type (e.g. dequantizing IQ2_XXS).
+    #[error("tensor '{tensor}': ggml type {ty} is unsupported by {operation}")]
+    UnsupportedType {
+        tensor: String,
+        ty: crate::GgmlType,
+        operation: &'static str,
+    },
+    /// The writer was given inconsistent input.
+    #[error("cannot write tensor '{tensor}': {detail}")]
+    Write { tensor: String, detail: String },
+}
+
+impl Error {
+    /// Attaches the file path to a parse error.
+    pub fn in_file(self, path: impl Into<PathBuf>) -> Error {
+        match self {
+            e @ (Error::Io { .. } | Error::InFile { .. }) => e,
+            e => Error::InFile {
+                path: path.into(),
+                source: Box::new(e),
+            },
+        }
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, Error>;

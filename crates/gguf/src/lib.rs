@@ -1,0 +1,45 @@
+//! GGUF container and ggml block types: quantgate's core.
+//!
+//! * [`Gguf`] / [`Header`]: validating reader over a memory map (GGUF v2 and v3).
+//! * [`GgufWriter`]: deterministic, atomic writer.
+//! * [`GgmlType`]: the type table; [`dequant`]: block dequantizers bit-identical to ggml's.
+//!
+//! Format facts come from llama.cpp's `ggml/src/gguf.cpp`, `ggml-common.h` and `ggml-quants.c`
+//! as vendored by llama-cpp-sys-2 0.1.161, summarised in `../shared/docs/llamacpp-spec.md` §5.
+
+pub mod dequant;
+mod error;
+mod reader;
+mod types;
+mod value;
+mod writer;
+
+pub use error::{Error, Result};
+pub use reader::{
+    pad, Gguf, Header, TensorInfo, DEFAULT_ALIGNMENT, GGUF_MAGIC, KEY_ALIGNMENT, MAX_ARRAY_DEPTH,
+    MAX_ARRAY_LEN, MAX_DIMS, MAX_TENSOR_NAME_LEN,
+};
+pub use types::GgmlType;
+pub use value::{Value, ValueType};
+pub use writer::{GgufWriter, TensorData, TensorEntry, WriteSummary};
+
+impl Gguf {
+    /// A writer holding this file's metadata and tensors (borrowed), in the same order and
+    /// version: writing it reproduces a file written by llama.cpp or gguf-py byte for byte.
+    pub fn to_writer(&self) -> GgufWriter<'_> {
+        let mut w = GgufWriter::new();
+        w.set_version(self.header.version);
+        for (k, v) in &self.header.metadata {
+            w.add_kv(k.clone(), v.clone());
+        }
+        for t in &self.header.tensors {
+            w.add_tensor(TensorEntry {
+                name: t.name.clone(),
+                ggml_type: t.ggml_type,
+                dims: t.dims.clone(),
+                data: TensorData::Borrowed(self.tensor_data(t)),
+            });
+        }
+        w
+    }
+}

@@ -1,0 +1,468 @@
+//! GGUF reader: parses and validates the whole header up front, then hands out borrowed tensor
+//! data from a memory map.
+//!
+//! Layout and rules per `ggml/src/gguf.cpp` (`gguf_init_from_file_impl`) and
+//! `../shared/docs/llamacpp-spec.md` §5. Every count and length is checked against the bytes
+//! left in the file before anything is allocated, so a hostile file cannot make us allocate
+//! more than a small multiple of its own size.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::types::GgmlType;
+use crate::value::{Value, ValueType};
+
+/// `GGUF` read as a little-endian u32.
+pub const GGUF_MAGIC: [u8; 4] = *b"GGUF";
+/// Alignment used when `general.alignment` is absent (gguf.h `GGUF_DEFAULT_ALIGNMENT`).
+pub const DEFAULT_ALIGNMENT: u64 = 32;
+/// Longest tensor name: `GGML_MAX_NAME` (64) minus the NUL.
+pub const MAX_TENSOR_NAME_LEN: usize = 63;
+/// `GGML_MAX_DIMS`.
+pub const MAX_DIMS: usize = 4;
+/// Deepest array nesting we accept. llama.cpp's C reader accepts none; gguf-py writes them.
+pub const MAX_ARRAY_DEPTH: usize = 8;
+/// Cap on elements in one metadata array (the largest real vocabularies have ~262k tokens and
+/// merges lists ~1M); guards the per-element allocation, as candle caps its GGUF arrays.
+pub const MAX_ARRAY_LEN: u64 = 1 << 26;
+/// The metadata key holding the alignment.
+pub const KEY_ALIGNMENT: &str = "general.alignment";
+
+/// One tensor info, as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorInfo {
+    /// Tensor name, e.g. `blk.0.attn_q.weight`.
+    pub name: String,
+    /// Stored ggml type.
+    pub ggml_type: GgmlType,
+    /// `ne[0..n_dims]` exactly as stored (ne[0] is the contiguous row length); n_dims ≤ 4.
+    pub dims: Vec<u64>,
+    /// Offset of the data relative to the data section.
+    pub offset: u64,
+    /// Data size in bytes, unpadded: `ne[0]/blck · type_size · ne[1] · ne[2] · ne[3]`.
+    pub n_bytes: u64,
+}
+
+impl TensorInfo {
+    /// `ne` padded with 1s to four dimensions.
+    pub fn ne(&self) -> [u64; 4] {
+        let mut ne = [1u64; 4];
+        ne[..self.dims.len()].copy_from_slice(&self.dims);
+        ne
+    }
+
+    /// Number of elements (product of `ne`).
+    pub fn n_elements(&self) -> u64 {
+        self.ne().iter().product()
+    }
+
+    /// Number of rows: `ne[1] · ne[2] · ne[3]`.
+    pub fn n_rows(&self) -> u64 {
+        let ne = self.ne();
+        ne[1] * ne[2] * ne[3]
+    }
+}
+
+/// The parsed header: version, ordered metadata, tensor infos and data-section placement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Header {
+    /// GGUF version (2 or 3).
+    pub version: u32,
+    /// Metadata key/value pairs in file order.
+    pub metadata: Vec<(String, Value)>,
+    /// Tensor infos in file order.
+    pub tensors: Vec<TensorInfo>,
+    /// Data alignment in bytes (power of two).
+    pub alignment: u64,
+    /// Absolute byte offset of the data section.
+    pub data_offset: u64,
+}
+
+impl Header {
+    /// Parses and validates the header of a GGUF image held in `bytes` (a whole file).
+    ///
+    /// Errors: any malformed field, with its name and byte offset; tensor data that lies outside
+    /// `bytes` or that breaks llama.cpp's contiguity rule.
+    pub fn parse(bytes: &[u8]) -> Result<Header> {
+        let mut r = Cursor { buf: bytes, pos: 0 };
+        let magic = r.take(4, || "magic".into())?;
+        if magic != GGUF_MAGIC {
+            return Err(Error::BadMagic {
+                found: magic.try_into().expect("4 bytes"),
+            });
+        }
+        let version = r.u32(|| "version".into())?;
+        if version & 0xFFFF == 0 && version != 0 {
+            return Err(Error::BigEndian { raw: version });
+        }
+        if version != 2 && version != 3 {
+            return Err(Error::UnsupportedVersion { version });
+        }
+        let n_tensors_at = r.pos as u64;
+        let n_tensors = r.u64(|| "n_tensors".into())?;
+        let n_kv_at = r.pos as u64;
+        let n_kv = r.u64(|| "n_kv".into())?;
+        // Each kv needs ≥ 8 (key len) + 4 (type) + 1 bytes; each tensor info ≥ 8 + 4 + 4 + 8.
+        r.check_count(n_kv, 13, "n_kv", n_kv_at)?;
+        r.check_count(n_tensors, 24, "n_tensors", n_tensors_at)?;
+
+        let mut metadata = Vec::with_capacity(n_kv as usize);
+        let mut keys = HashSet::with_capacity(n_kv as usize);
+        for i in 0..n_kv {
+            let key_at = r.pos as u64;
+            let key = r.string(|| format!("metadata[{i}] key"))?;
+            let key = String::from_utf8(key).map_err(|_| Error::Invalid {
+                field: format!("metadata[{i}] key"),
+                offset: key_at,
+                detail: "key is not UTF-8".into(),
+            })?;
+            if key.is_empty() || !keys.insert(key.clone()) {
+                return Err(Error::Invalid {
+                    field: format!("metadata[{i}] key {key:?}"),
+                    offset: key_at,
+                    detail: if key.is_empty() {
+                        "empty key".into()
+                    } else {
+                        "duplicate key".into()
+                    },
+                });
+            }
+            let type_at = r.pos as u64;
+            let type_id = r.u32(|| format!("metadata {key:?} value type"))?;
+            let vt = ValueType::from_id(type_id).ok_or_else(|| Error::Invalid {
+                field: format!("metadata {key:?} value type"),
+                offset: type_at,
+                detail: format!("unknown GGUF value type id {type_id}"),
+            })?;
+            let value = r.value(vt, &key, 0)?;
+            metadata.push((key, value));
+        }
+
+        let alignment = match metadata.iter().find(|(k, _)| k == KEY_ALIGNMENT) {
+            None => DEFAULT_ALIGNMENT,
+            Some((_, Value::U32(a))) if *a != 0 && a.is_power_of_two() => *a as u64,
+            Some((_, v)) => {
+                return Err(Error::Invalid {
+                    field: format!("metadata {KEY_ALIGNMENT:?}"),
+                    offset: 0,
+                    detail: format!("must be a u32 power of two, found {} {v}", v.value_type().name()),
+                })
+            }
+        };
+
+        let mut tensors = Vec::with_capacity(n_tensors as usize);
+        let mut names = HashSet::with_capacity(n_tensors as usize);
+        let mut expected_offset = 0u64;
+        for i in 0..n_tensors {
+            let name_at = r.pos as u64;
+            let name = r.string(|| format!("tensor_info[{i}] name"))?;
+            let name = String::from_utf8(name).map_err(|_| Error::Invalid {
+                field: format!("tensor_info[{i}] name"),
+                offset: name_at,
+                detail: "name is not UTF-8".into(),
+            })?;
+            let bad = |detail: String, offset: u64| Error::Invalid {
+                field: format!("tensor_info[{i}] {name:?}"),
+                offset,
+                detail,
+            };
+            if name.len() > MAX_TENSOR_NAME_LEN {
+                return Err(bad(
+                    format!("name is {} bytes, the limit is {MAX_TENSOR_NAME_LEN} (GGML_MAX_NAME)", name.len()),
+                    name_at,
+                ));
+            }
+            if !names.insert(name.clone()) {
+                return Err(bad("duplicate tensor name".into(), name_at));
+            }
+            let dims_at = r.pos as u64;
+            let n_dims = r.u32(|| format!("tensor {name:?} n_dims"))?;
+            if n_dims as usize > MAX_DIMS {
+                return Err(bad(format!("n_dims = {n_dims} > {MAX_DIMS}"), dims_at));
+            }
+            let mut dims = Vec::with_capacity(n_dims as usize);
+            let mut n_elements: u64 = 1;
+            for j in 0..n_dims {
+                let at = r.pos as u64;
+                let ne = r.i64(|| format!("tensor {name:?} ne[{j}]"))?;
+                if ne < 0 {
+                    return Err(bad(format!("ne[{j}] = {ne} is negative"), at));
+                }
+                n_elements = n_elements
+                    .checked_mul(ne as u64)
+                    .filter(|n| *n <= i64::MAX as u64)
+                    .ok_or_else(|| bad("element count overflows i64".into(), at))?;
+                dims.push(ne as u64);
+            }
+            let type_at = r.pos as u64;
+            let type_id = r.u32(|| format!("tensor {name:?} type"))?;
+            let ggml_type = GgmlType::from_id(type_id).ok_or_else(|| Error::UnknownType {
+                tensor: name.clone(),
+                id: type_id,
+                offset: type_at,
+            })?;
+            let ne0 = dims.first().copied().unwrap_or(1);
+            if ne0 % ggml_type.block_size() != 0 {
+                return Err(bad(
+                    format!(
+                        "ne[0] = {ne0} is not a multiple of the {ggml_type} block size {}",
+                        ggml_type.block_size()
+                    ),
+                    dims_at,
+                ));
+            }
+            let n_bytes = (n_elements / ggml_type.block_size())
+                .checked_mul(ggml_type.type_size())
+                .ok_or_else(|| bad("byte size overflows u64".into(), dims_at))?;
+            let offset_at = r.pos as u64;
+            let offset = r.u64(|| format!("tensor {name:?} offset"))?;
+            if offset != expected_offset {
+                return Err(bad(
+                    format!(
+                        "data offset {offset} != {expected_offset}: llama.cpp requires tensors to be \
+                         contiguous in info order, each padded to {alignment} bytes"
+                    ),
+                    offset_at,
+                ));
+            }
+            expected_offset = pad(n_bytes, alignment)
+                .and_then(|n| offset.checked_add(n))
+                .ok_or_else(|| bad("offset + size overflows u64".into(), offset_at))?;
+            tensors.push(TensorInfo {
+                name,
+                ggml_type,
+                dims,
+                offset,
+                n_bytes,
+            });
+        }
+
+        let end_of_infos = r.pos as u64;
+        let data_offset = pad(end_of_infos, alignment).expect("small");
+        let len = bytes.len() as u64;
+        if !tensors.is_empty() && data_offset > len {
+            return Err(Error::Truncated {
+                field: "padding before the data section".into(),
+                offset: end_of_infos,
+                need: data_offset - end_of_infos,
+                len,
+            });
+        }
+        for t in &tensors {
+            let start = data_offset + t.offset;
+            if start.checked_add(t.n_bytes).is_none_or(|end| end > len) {
+                return Err(Error::Truncated {
+                    field: format!("tensor {:?} data", t.name),
+                    offset: start,
+                    need: t.n_bytes,
+                    len,
+                });
+            }
+        }
+        Ok(Header {
+            version,
+            metadata,
+            tensors,
+            alignment,
+            data_offset,
+        })
+    }
+
+    /// The value of metadata key `key`.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// `general.architecture`, if present and a string.
+    pub fn architecture(&self) -> Option<&str> {
+        self.get("general.architecture").and_then(Value::as_str)
+    }
+
+    /// The tensor info named `name`.
+    pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+
+    /// End of the tensor data: data offset + the padded size of every tensor.
+    pub fn data_end(&self) -> u64 {
+        self.tensors
+            .last()
+            .map(|t| self.data_offset + t.offset + pad(t.n_bytes, self.alignment).unwrap_or(u64::MAX))
+            .unwrap_or(self.data_offset)
+    }
+}
+
+/// Rounds `x` up to a multiple of `align` (a power of two); `None` on overflow.
+pub fn pad(x: u64, align: u64) -> Option<u64> {
+    Some(x.checked_add(align - 1)? & !(align - 1))
+}
+
+/// An open, validated GGUF file backed by a read-only memory map.
+pub struct Gguf {
+    path: PathBuf,
+    map: memmap2::Mmap,
+    /// The parsed header.
+    pub header: Header,
+}
+
+impl Gguf {
+    /// Opens, maps and validates `path`.
+    ///
+    /// Errors: I/O errors and every parse error, prefixed with the path.
+    pub fn open(path: impl AsRef<Path>) -> Result<Gguf> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::open(&path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        // SAFETY: the map is read-only; a file truncated by another process while mapped is the
+        // same hazard every mmap-based GGUF reader (llama.cpp included) accepts.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let header = Header::parse(&map).map_err(|e| e.in_file(&path))?;
+        Ok(Gguf { path, map, header })
+    }
+
+    /// The path this file was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The whole file.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// The stored bytes of tensor `t` (length `t.n_bytes`); bounds were checked by `open`.
+    pub fn tensor_data(&self, t: &TensorInfo) -> &[u8] {
+        let start = (self.header.data_offset + t.offset) as usize;
+        &self.map[start..start + t.n_bytes as usize]
+    }
+}
+
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: u64, field: impl FnOnce() -> String) -> Result<&'a [u8]> {
+        let left = (self.buf.len() - self.pos) as u64;
+        if n > left {
+            return Err(Error::Truncated {
+                field: field(),
+                offset: self.pos as u64,
+                need: n,
+                len: self.buf.len() as u64,
+            });
+        }
+        let s = &self.buf[self.pos..self.pos + n as usize];
+        self.pos += n as usize;
+        Ok(s)
+    }
+
+    fn array<const N: usize>(&mut self, field: impl FnOnce() -> String) -> Result<[u8; N]> {
+        Ok(self.take(N as u64, field)?.try_into().expect("N bytes"))
+    }
+
+    fn u32(&mut self, field: impl FnOnce() -> String) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.array(field)?))
+    }
+
+    fn u64(&mut self, field: impl FnOnce() -> String) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.array(field)?))
+    }
+
+    fn i64(&mut self, field: impl FnOnce() -> String) -> Result<i64> {
+        Ok(i64::from_le_bytes(self.array(field)?))
+    }
+
+    /// Fails unless `count` items of at least `min_size` bytes fit in the bytes left.
+    fn check_count(&self, count: u64, min_size: u64, field: &str, at: u64) -> Result<()> {
+        let left = (self.buf.len() - self.pos) as u64;
+        if count.checked_mul(min_size).is_none_or(|n| n > left) {
+            return Err(Error::Invalid {
+                field: field.into(),
+                offset: at,
+                detail: format!("count {count} cannot fit in the {left} bytes left in the file"),
+            });
+        }
+        Ok(())
+    }
+
+    fn string(&mut self, field: impl Fn() -> String) -> Result<Vec<u8>> {
+        let len = self.u64(|| format!("{} length", field()))?;
+        Ok(self.take(len, &field)?.to_vec())
+    }
+
+    fn value(&mut self, vt: ValueType, key: &str, depth: usize) -> Result<Value> {
+        let f = || format!("metadata {key:?} {} value", vt.name());
+        Ok(match vt {
+            ValueType::U8 => Value::U8(self.take(1, f)?[0]),
+            ValueType::I8 => Value::I8(self.take(1, f)?[0] as i8),
+            ValueType::U16 => Value::U16(u16::from_le_bytes(self.array(f)?)),
+            ValueType::I16 => Value::I16(i16::from_le_bytes(self.array(f)?)),
+            ValueType::U32 => Value::U32(u32::from_le_bytes(self.array(f)?)),
+            ValueType::I32 => Value::I32(i32::from_le_bytes(self.array(f)?)),
+            ValueType::F32 => Value::F32(f32::from_le_bytes(self.array(f)?)),
+            ValueType::U64 => Value::U64(u64::from_le_bytes(self.array(f)?)),
+            ValueType::I64 => Value::I64(i64::from_le_bytes(self.array(f)?)),
+            ValueType::F64 => Value::F64(f64::from_le_bytes(self.array(f)?)),
+            ValueType::Bool => {
+                let at = self.pos as u64;
+                match self.take(1, f)?[0] {
+                    0 => Value::Bool(false),
+                    1 => Value::Bool(true),
+                    b => {
+                        return Err(Error::Invalid {
+                            field: format!("metadata {key:?} bool value"),
+                            offset: at,
+                            detail: format!("byte {b} is neither 0 nor 1"),
+                        })
+                    }
+                }
+            }
+            ValueType::String => Value::String(self.string(f)?),
+            ValueType::Array => {
+                let at = self.pos as u64;
+                if depth >= MAX_ARRAY_DEPTH {
+                    return Err(Error::Invalid {
+                        field: format!("metadata {key:?} array"),
+                        offset: at,
+                        detail: format!("arrays nested deeper than {MAX_ARRAY_DEPTH}"),
+                    });
+                }
+                let elem_id = self.u32(|| format!("metadata {key:?} array element type"))?;
+                let elem = ValueType::from_id(elem_id).ok_or_else(|| Error::Invalid {
+                    field: format!("metadata {key:?} array element type"),
+                    offset: at,
+                    detail: format!("unknown GGUF value type id {elem_id}"),
+                })?;
+                let count_at = self.pos as u64;
+                let count = self.u64(|| format!("metadata {key:?} array length"))?;
+                if count > MAX_ARRAY_LEN {
+                    return Err(Error::Invalid {
+                        field: format!("metadata {key:?} array length"),
+                        offset: count_at,
+                        detail: format!("{count} elements exceeds the cap of {MAX_ARRAY_LEN}"),
+                    });
+                }
+                self.check_count(
+                    count,
+                    elem.min_encoded_size(),
+                    &format!("metadata {key:?} array length"),
+                    count_at,
+                )?;
+                let mut items = Vec::with_capacity(count as usize);
+                for _ in 0..count {
+                    items.push(self.value(elem, key, depth + 1)?);
+                }
+                Value::Array(elem, items)
+            }
+        })
+    }
+}
