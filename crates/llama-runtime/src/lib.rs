@@ -138,13 +138,23 @@ fn check_sizes(t: &sys::ggml_type_traits, n: usize, bytes: usize) -> Result<(), 
     Ok(())
 }
 
-/// Dequantizes `src` (`n` elements of type `type_id`) with ggml's own `to_float` into `out`.
+// Q8_K is an intermediate type: ggml's type table has no `to_float` for it, but ggml-base
+// exports the row dequantizer (declared in ggml/src/ggml-quants.h, not in the public headers).
+extern "C" {
+    fn dequantize_row_q8_K(x: *const std::ffi::c_void, y: *mut f32, k: i64);
+}
+
+/// `enum ggml_type` id of Q8_K.
+const GGML_TYPE_Q8_K: u32 = 15;
+
+/// Dequantizes `src` (`out.len()` elements of type `type_id`) with ggml's own `to_float` into
+/// `out` (for Q8_K, which has none in the table, ggml-base's `dequantize_row_q8_K`).
 ///
 /// Errors: unknown type, no `to_float`, or sizes that do not match the block layout.
 pub fn ggml_to_float(type_id: u32, src: &[u8], out: &mut [f32]) -> Result<(), RuntimeError> {
     let t = traits_ptr(type_id)?;
-    let f = t
-        .to_float
+    let q8_k: sys::ggml_to_float_t = Some(dequantize_row_q8_K);
+    let f = if type_id == GGML_TYPE_Q8_K { q8_k } else { t.to_float }
         .ok_or_else(|| RuntimeError::Missing(cstr(t.type_name), "to_float"))?;
     check_sizes(t, out.len(), src.len())?;
     if out.is_empty() {

@@ -1,1 +1,199 @@
-fn main() {}
+//! The `quantgate` command line: parses arguments, calls the library, renders results.
+//! Exit status: 0 success, 1 a check failed, 2 usage or input error.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use quantgate::{bench, check_dequant, hash, inspect};
+
+#[derive(Parser)]
+#[command(name = "quantgate", version, about = "Trustworthy, reproducible GGUF conversion and quantization")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show what a GGUF file holds: architecture, metadata, tensors, types, bpw, sha256.
+    Inspect {
+        /// The GGUF file.
+        file: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Include the full tensor table in the text output.
+        #[arg(long)]
+        tensors: bool,
+        /// Dequantize every tensor with our code and with ggml's to_float and compare bit
+        /// patterns (u32 view); exit 1 on any difference.
+        #[arg(long)]
+        check_dequant: bool,
+    },
+    /// Benchmarks that print figures and ratios against the named peer.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Dequantization throughput per type (GB/s of f32 output), ours vs ggml's to_float, single thread.
+    Dequant {
+        /// Elements per repetition (rounded up to a multiple of 256).
+        #[arg(long, default_value_t = 1 << 22)]
+        elements: usize,
+        /// Repetitions per arm (median reported).
+        #[arg(long, default_value_t = 7)]
+        reps: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Only these types (comma-separated ggml names, e.g. Q4_K,Q8_0).
+        #[arg(long, value_delimiter = ',')]
+        types: Vec<String>,
+    },
+    /// Wall time of `inspect` (open, validate, sha256, report) without --check-dequant.
+    Inspect {
+        /// GGUF files.
+        files: Vec<PathBuf>,
+        /// Repetitions (median reported).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Inspect {
+            file,
+            json,
+            tensors,
+            check_dequant,
+        } => cmd_inspect(file, json, tensors, check_dequant),
+        Command::Bench(BenchCommand::Dequant {
+            elements,
+            reps,
+            json,
+            types,
+        }) => {
+            let only = types
+                .iter()
+                .map(|t| gguf::GgmlType::from_name(t).ok_or_else(|| anyhow::anyhow!("unknown ggml type {t:?}")))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let build = llama_runtime::build_info();
+            if !json {
+                println!("dequantization throughput, single thread, {elements} elements, median of {reps}");
+                println!("peer: ggml to_float from {build}");
+                println!("{:<6} {:>12} {:>12} {:>8}  bit-identical", "type", "ours GB/s", "ggml GB/s", "ratio");
+            }
+            let rows = bench::bench_dequant(elements, reps, &only, |r| {
+                if !json {
+                    println!(
+                        "{:<6} {:>12.3} {:>12.3} {:>7.2}x  {}",
+                        r.ggml_type, r.ours_gbps, r.ggml_gbps, r.ratio, r.bit_identical
+                    );
+                }
+            });
+            if json {
+                let v = serde_json::json!({"llama_cpp": build.to_string(), "rows": rows});
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(BenchCommand::Inspect { files, reps }) => {
+            for f in files {
+                let mut times = Vec::new();
+                for _ in 0..reps.max(1) {
+                    let t = Instant::now();
+                    let g = gguf::Gguf::open(&f)?;
+                    let sha = hash::sha256_file(&f)?;
+                    let r = inspect::inspect(&g, sha);
+                    let text = inspect::render_text(&r, true);
+                    std::hint::black_box(text);
+                    times.push(t.elapsed().as_secs_f64());
+                }
+                times.sort_by(|a, b| a.total_cmp(b));
+                let size = std::fs::metadata(&f)?.len();
+                println!(
+                    "inspect {}: {} bytes, median {:.3} s (min {:.3}, max {:.3}) over {} runs; target < 1 s",
+                    f.display(),
+                    size,
+                    times[times.len() / 2],
+                    times[0],
+                    times[times.len() - 1],
+                    times.len()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn cmd_inspect(file: PathBuf, json: bool, tensors: bool, check: bool) -> anyhow::Result<ExitCode> {
+    let g = gguf::Gguf::open(&file)?;
+    let sha = hash::sha256_file(&file).context("sha256")?;
+    let report = inspect::inspect(&g, sha);
+    let build = llama_runtime::build_info();
+    let checked = if check {
+        let pb = indicatif::ProgressBar::new(g.header.tensors.len() as u64).with_style(
+            indicatif::ProgressStyle::with_template("check-dequant {bar:30} {pos}/{len} tensors, ETA {eta}")
+                .expect("template"),
+        );
+        let c = check_dequant::check_dequant(&g, |done, _| pb.set_position(done as u64));
+        pb.finish_and_clear();
+        Some(c)
+    } else {
+        None
+    };
+    if json {
+        let v = serde_json::json!({
+            "llama_cpp": build.to_string(),
+            "inspect": report,
+            "check_dequant": checked,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", inspect::render_text(&report, tensors));
+        println!("\nruntime: {build}");
+        if let Some(c) = &checked {
+            println!(
+                "check-dequant: {}/{} tensors bit-identical to ggml to_float ({} elements compared)",
+                c.identical, c.tensors, c.elements
+            );
+            if !c.unsupported.is_empty() {
+                let head: Vec<&str> = c.unsupported.iter().take(5).map(String::as_str).collect();
+                let more = c.unsupported.len().saturating_sub(head.len());
+                println!(
+                    "check-dequant: {} tensors not verified (unsupported type): {}{}",
+                    c.unsupported.len(),
+                    head.join(", "),
+                    if more > 0 { format!(" and {more} more") } else { String::new() }
+                );
+            }
+            if let Some(d) = &c.first_difference {
+                println!(
+                    "check-dequant: first difference in '{}' element {}: ours {:#010x}, ggml {:#010x}",
+                    d.tensor, d.element, d.ours_bits, d.ggml_bits
+                );
+            }
+        }
+    }
+    Ok(match checked {
+        Some(c) if !c.passed() => ExitCode::from(1),
+        _ => ExitCode::SUCCESS,
+    })
+}

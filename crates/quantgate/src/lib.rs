@@ -1,0 +1,9 @@
+//! quantgate: convert, quantize, verify (GO/NO-GO) and evaluate GGUF models reproducibly.
+//!
+//! The library does the work and returns data; `main.rs` parses arguments and renders.
+//! Data flows one way: read → convert → write → verify → report.
+
+pub mod bench;
+pub mod check_dequant;
+pub mod hash;
+pub mod inspect;
