@@ -58,7 +58,7 @@ pub fn dequantize(ty: GgmlType, src: &[u8], out: &mut [f32]) -> Result<(), Dequa
     let n = out.len();
     let bs = ty.block_size() as usize;
     let need = (n / bs) * ty.type_size() as usize;
-    if n % bs != 0 || src.len() != need {
+    if !n.is_multiple_of(bs) || src.len() != need {
         return Err(DequantError::Size {
             ty,
             n,
@@ -101,9 +101,16 @@ pub fn dequantize(ty: GgmlType, src: &[u8], out: &mut [f32]) -> Result<(), Dequa
 /// Applies a block dequantizer to every (TS-byte block, BS-element output) pair; fixed sizes
 /// let the compiler drop bounds checks and vectorize the per-block loops.
 #[inline(always)]
-fn blocks<const TS: usize, const BS: usize>(src: &[u8], out: &mut [f32], f: fn(&[u8; TS], &mut [f32; BS])) {
+fn blocks<const TS: usize, const BS: usize>(
+    src: &[u8],
+    out: &mut [f32],
+    f: fn(&[u8; TS], &mut [f32; BS]),
+) {
     for (b, y) in src.chunks_exact(TS).zip(out.chunks_exact_mut(BS)) {
-        f(b.try_into().expect("TS bytes"), y.try_into().expect("BS floats"));
+        f(
+            b.try_into().expect("TS bytes"),
+            y.try_into().expect("BS floats"),
+        );
     }
 }
 

@@ -45,7 +45,11 @@ pub enum Error {
     },
     /// A tensor info names a ggml type id that does not exist.
     #[error("tensor '{tensor}': unknown ggml type id {id} at byte offset {offset}")]
-    UnknownType { tensor: String, id: u32, offset: u64 },
+    UnknownType {
+        tensor: String,
+        id: u32,
+        offset: u64,
+    },
     /// An operation that does not handle this ggml type (e.g. dequantizing IQ2_XXS).
     #[error("tensor '{tensor}': ggml type {ty} is unsupported by {operation}")]
     UnsupportedType {

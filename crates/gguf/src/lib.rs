@@ -21,7 +21,7 @@ pub use reader::{
 };
 pub use types::GgmlType;
 pub use value::{Value, ValueType};
-pub use writer::{GgufWriter, TensorData, TensorEntry, WriteSummary};
+pub use writer::{DeferredData, GgufWriter, TensorData, TensorEntry, WriteSummary};
 
 impl Gguf {
     /// A writer holding this file's metadata and tensors (borrowed), in the same order and

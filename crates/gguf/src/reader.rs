@@ -147,7 +147,10 @@ impl Header {
                 return Err(Error::Invalid {
                     field: format!("metadata {KEY_ALIGNMENT:?}"),
                     offset: 0,
-                    detail: format!("must be a u32 power of two, found {} {v}", v.value_type().name()),
+                    detail: format!(
+                        "must be a u32 power of two, found {} {v}",
+                        v.value_type().name()
+                    ),
                 })
             }
         };
@@ -170,7 +173,10 @@ impl Header {
             };
             if name.len() > MAX_TENSOR_NAME_LEN {
                 return Err(bad(
-                    format!("name is {} bytes, the limit is {MAX_TENSOR_NAME_LEN} (GGML_MAX_NAME)", name.len()),
+                    format!(
+                        "name is {} bytes, the limit is {MAX_TENSOR_NAME_LEN} (GGML_MAX_NAME)",
+                        name.len()
+                    ),
                     name_at,
                 ));
             }
@@ -289,7 +295,9 @@ impl Header {
     pub fn data_end(&self) -> u64 {
         self.tensors
             .last()
-            .map(|t| self.data_offset + t.offset + pad(t.n_bytes, self.alignment).unwrap_or(u64::MAX))
+            .map(|t| {
+                self.data_offset + t.offset + pad(t.n_bytes, self.alignment).unwrap_or(u64::MAX)
+            })
             .unwrap_or(self.data_offset)
     }
 }

@@ -110,7 +110,10 @@ impl GgmlType {
 
     fn row(self) -> &'static (GgmlType, &'static str, u64, u64) {
         // Every variant has exactly one row (checked by a unit test).
-        TABLE.iter().find(|row| row.0 == self).expect("type table row")
+        TABLE
+            .iter()
+            .find(|row| row.0 == self)
+            .expect("type table row")
     }
 
     /// The id stored in a GGUF tensor info.
@@ -140,7 +143,7 @@ impl GgmlType {
 
     /// Bytes of a row of `n` elements, or `None` if `n` is not a multiple of the block size.
     pub fn row_bytes(self, n: u64) -> Option<u64> {
-        if n % self.block_size() != 0 {
+        if !n.is_multiple_of(self.block_size()) {
             return None;
         }
         (n / self.block_size()).checked_mul(self.type_size())

@@ -14,6 +14,9 @@ use crate::reader::{pad, DEFAULT_ALIGNMENT, KEY_ALIGNMENT, MAX_DIMS, MAX_TENSOR_
 use crate::types::GgmlType;
 use crate::value::Value;
 
+/// A producer of one tensor's bytes, called once while the file is written.
+pub type DeferredData<'a> = Box<dyn FnOnce(&mut dyn Write) -> io::Result<()> + 'a>;
+
 /// Where a tensor's bytes come from.
 pub enum TensorData<'a> {
     /// Bytes already in memory (e.g. a slice of a memory-mapped source).
@@ -22,7 +25,7 @@ pub enum TensorData<'a> {
     Owned(Vec<u8>),
     /// Produced on demand while writing, so only one tensor is in memory at a time. The closure
     /// must write exactly the tensor's byte size.
-    Deferred(Box<dyn FnOnce(&mut dyn Write) -> io::Result<()> + 'a>),
+    Deferred(DeferredData<'a>),
 }
 
 /// One tensor to write.
@@ -127,7 +130,9 @@ impl<'a> GgufWriter<'a> {
             if !array_types_consistent(v) {
                 return Err(Error::Write {
                     tensor: String::new(),
-                    detail: format!("metadata {k:?}: array elements differ from the array's element type"),
+                    detail: format!(
+                        "metadata {k:?}: array elements differ from the array's element type"
+                    ),
                 });
             }
         }
@@ -153,7 +158,9 @@ impl<'a> GgufWriter<'a> {
                 TensorData::Deferred(_) => None,
             };
             if let Some(g) = given.filter(|g| *g != n) {
-                return Err(fail(format!("{g} data bytes given, shape and type need {n}")));
+                return Err(fail(format!(
+                    "{g} data bytes given, shape and type need {n}"
+                )));
             }
             sizes.push(n);
         }

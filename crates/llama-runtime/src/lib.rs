@@ -56,7 +56,10 @@ fn cstr(p: *const std::os::raw::c_char) -> String {
         return String::new();
     }
     // SAFETY: ggml/llama return static NUL-terminated strings.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().trim().to_string()
+    unsafe { CStr::from_ptr(p) }
+        .to_string_lossy()
+        .trim()
+        .to_string()
 }
 
 /// Initialises the llama.cpp backend once per process (`llama_backend_init`).
@@ -126,7 +129,7 @@ pub fn type_traits(type_id: u32) -> Result<TypeTraits, RuntimeError> {
 
 fn check_sizes(t: &sys::ggml_type_traits, n: usize, bytes: usize) -> Result<(), RuntimeError> {
     let bs = t.blck_size.max(0) as usize;
-    if bs == 0 || n % bs != 0 || bytes != n / bs * t.type_size {
+    if bs == 0 || !n.is_multiple_of(bs) || bytes != n / bs * t.type_size {
         return Err(RuntimeError::Size {
             ty: cstr(t.type_name),
             detail: format!(
@@ -154,8 +157,12 @@ const GGML_TYPE_Q8_K: u32 = 15;
 pub fn ggml_to_float(type_id: u32, src: &[u8], out: &mut [f32]) -> Result<(), RuntimeError> {
     let t = traits_ptr(type_id)?;
     let q8_k: sys::ggml_to_float_t = Some(dequantize_row_q8_K);
-    let f = if type_id == GGML_TYPE_Q8_K { q8_k } else { t.to_float }
-        .ok_or_else(|| RuntimeError::Missing(cstr(t.type_name), "to_float"))?;
+    let f = if type_id == GGML_TYPE_Q8_K {
+        q8_k
+    } else {
+        t.to_float
+    }
+    .ok_or_else(|| RuntimeError::Missing(cstr(t.type_name), "to_float"))?;
     check_sizes(t, out.len(), src.len())?;
     if out.is_empty() {
         return Ok(());
@@ -178,14 +185,14 @@ pub fn ggml_quantize(type_id: u32, src: &[f32], n_per_row: usize) -> Result<Vec<
     if unsafe { sys::ggml_quantize_requires_imatrix(type_id) } {
         return Err(RuntimeError::Missing(name, "quantizer without an imatrix"));
     }
-    if n_per_row == 0 || src.len() % n_per_row != 0 {
+    if n_per_row == 0 || !src.len().is_multiple_of(n_per_row) {
         return Err(RuntimeError::Size {
             ty: name,
             detail: format!("{} values are not whole rows of {n_per_row}", src.len()),
         });
     }
     let bs = t.blck_size.max(0) as usize;
-    if bs == 0 || n_per_row % bs != 0 {
+    if bs == 0 || !n_per_row.is_multiple_of(bs) {
         return Err(RuntimeError::Size {
             ty: name,
             detail: format!("row length {n_per_row} is not a multiple of the block size {bs}"),
@@ -218,7 +225,9 @@ mod tests {
         let b = build_info();
         assert_eq!(b.crate_pin, "llama-cpp-sys-2 =0.1.161");
         assert_eq!(b.ggml_version, "0.26.0");
-        assert!(b.to_string().starts_with("llama-cpp-sys-2 =0.1.161 (ggml 0.26.0"));
+        assert!(b
+            .to_string()
+            .starts_with("llama-cpp-sys-2 =0.1.161 (ggml 0.26.0"));
     }
 
     #[test]
@@ -232,10 +241,14 @@ mod tests {
         for (a, b) in x.iter().zip(&y) {
             assert!((a - b).abs() <= 0.13, "{a} vs {b}");
         }
-        assert_eq!(ggml_to_float(8, &q[..33], &mut y), Err(RuntimeError::Size {
-            ty: "q8_0".into(),
-            detail: "32 elements and 33 bytes do not match blocks of 32 elements / 34 bytes".into()
-        }));
+        assert_eq!(
+            ggml_to_float(8, &q[..33], &mut y),
+            Err(RuntimeError::Size {
+                ty: "q8_0".into(),
+                detail: "32 elements and 33 bytes do not match blocks of 32 elements / 34 bytes"
+                    .into()
+            })
+        );
         assert_eq!(type_traits(999), Err(RuntimeError::UnknownType(999)));
     }
 }

@@ -62,7 +62,13 @@ pub fn encode(ty: GgmlType, x: &[f32], row: usize) -> Vec<u8> {
                 let d = if amax == 0.0 { 0.0 } else { amax / 127.0 };
                 let q: Vec<i8> = b
                     .iter()
-                    .map(|v| if d == 0.0 { 0 } else { (v / d).round().clamp(-127.0, 127.0) as i8 })
+                    .map(|v| {
+                        if d == 0.0 {
+                            0
+                        } else {
+                            (v / d).round().clamp(-127.0, 127.0) as i8
+                        }
+                    })
                     .collect();
                 out.extend_from_slice(&d.to_le_bytes());
                 out.extend(q.iter().map(|v| *v as u8));
@@ -73,7 +79,9 @@ pub fn encode(ty: GgmlType, x: &[f32], row: usize) -> Vec<u8> {
             }
             out
         }
-        _ => llama_runtime::ggml_quantize(ty.id(), x, row).expect("ggml quantizer for a block type"),
+        _ => {
+            llama_runtime::ggml_quantize(ty.id(), x, row).expect("ggml quantizer for a block type")
+        }
     }
 }
 
@@ -89,7 +97,8 @@ pub fn bench_dequant(
     elements: usize,
     reps: usize,
     only: &[GgmlType],
-    mut on_row: impl FnMut(&DequantBenchRow)) -> Vec<DequantBenchRow> {
+    mut on_row: impl FnMut(&DequantBenchRow),
+) -> Vec<DequantBenchRow> {
     let elements = elements.div_ceil(256) * 256;
     let x = gaussian(elements, 42);
     let mut rows = Vec::new();
@@ -104,7 +113,10 @@ pub fn bench_dequant(
         // Warm-up both (page faults, caches).
         dequant::dequantize(ty, &src, &mut ours).expect("ours");
         llama_runtime::ggml_to_float(ty.id(), &src, &mut theirs).expect("ggml");
-        let bit_identical = ours.iter().zip(&theirs).all(|(a, b)| a.to_bits() == b.to_bits());
+        let bit_identical = ours
+            .iter()
+            .zip(&theirs)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
         let (mut t_ours, mut t_ggml) = (Vec::new(), Vec::new());
         for _ in 0..reps.max(1) {
             let t = Instant::now();

@@ -75,15 +75,13 @@ pub fn check_dequant(g: &Gguf, mut progress: impl FnMut(usize, usize)) -> Dequan
             let bytes = &data[r0 as usize * row_bytes..(r0 + nr) as usize * row_bytes];
             ours.resize(n, 0f32);
             theirs.resize(n, 0f32);
-            if dequant::dequantize(ty, bytes, &mut ours).is_err() || ggml_values(ty, bytes, &mut theirs).is_err() {
+            if dequant::dequantize(ty, bytes, &mut ours).is_err()
+                || ggml_values(ty, bytes, &mut theirs).is_err()
+            {
                 supported = false;
                 break;
             }
-            if let Some(k) = ours
-                .iter()
-                .zip(&theirs)
-                .position(|(a, b)| a.to_bits() != b.to_bits())
-            {
+            if let Some(k) = first_bit_difference(&ours, &theirs) {
                 same = false;
                 if out.first_difference.is_none() {
                     out.first_difference = Some(FirstDifference {
@@ -110,7 +108,11 @@ pub fn check_dequant(g: &Gguf, mut progress: impl FnMut(usize, usize)) -> Dequan
 }
 
 /// ggml's view of `bytes` as f32: its `to_float`, or the stored bits for F32.
-fn ggml_values(ty: gguf::GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), llama_runtime::RuntimeError> {
+fn ggml_values(
+    ty: gguf::GgmlType,
+    bytes: &[u8],
+    out: &mut [f32],
+) -> Result<(), llama_runtime::RuntimeError> {
     if ty == gguf::GgmlType::F32 {
         for (o, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
             *o = f32::from_bits(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
@@ -118,4 +120,28 @@ fn ggml_values(ty: gguf::GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), 
         return Ok(());
     }
     llama_runtime::ggml_to_float(ty.id(), bytes, out)
+}
+
+/// Index of the first element whose f32 bit patterns differ (u32 view: -0.0 ≠ 0.0 and NaNs
+/// with different payloads differ), or `None` when the slices are bit-identical. Slices of
+/// different lengths differ at the shorter length.
+pub fn first_bit_difference(a: &[f32], b: &[f32]) -> Option<usize> {
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x.to_bits() != y.to_bits())
+        .or((a.len() != b.len()).then(|| a.len().min(b.len())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_bit_difference;
+
+    #[test]
+    fn signed_zeros_and_nan_payloads_count_as_differences() {
+        assert_eq!(first_bit_difference(&[1.0, 0.0], &[1.0, -0.0]), Some(1));
+        let (n1, n2) = (f32::from_bits(0x7fc0_0001), f32::from_bits(0x7fc0_0002));
+        assert_eq!(first_bit_difference(&[n1], &[n2]), Some(0));
+        assert_eq!(first_bit_difference(&[n1, 2.0], &[n1, 2.0]), None);
+        assert_eq!(first_bit_difference(&[1.0], &[1.0, 2.0]), Some(1));
+    }
 }

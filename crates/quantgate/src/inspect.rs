@@ -147,7 +147,11 @@ pub fn render_text(r: &InspectReport, with_tensors: bool) -> String {
     let _ = writeln!(s, "sha256:        {}", r.sha256);
     let _ = writeln!(s, "gguf version:  {}", r.version);
     let _ = writeln!(s, "architecture:  {}", r.architecture);
-    let _ = writeln!(s, "alignment:     {}  (data at byte {})", r.alignment, r.data_offset);
+    let _ = writeln!(
+        s,
+        "alignment:     {}  (data at byte {})",
+        r.alignment, r.data_offset
+    );
     let _ = writeln!(
         s,
         "tensors:       {}  ({} elements, {} bytes, {:.4} bits per weight)",
@@ -168,7 +172,11 @@ pub fn render_text(r: &InspectReport, with_tensors: bool) -> String {
             other => {
                 let t = other.to_string();
                 if t.chars().count() > 100 {
-                    format!("{}… ({} chars)", t.chars().take(97).collect::<String>(), t.len())
+                    format!(
+                        "{}… ({} chars)",
+                        t.chars().take(97).collect::<String>(),
+                        t.len()
+                    )
                 } else {
                     t
                 }
@@ -177,9 +185,15 @@ pub fn render_text(r: &InspectReport, with_tensors: bool) -> String {
         let _ = writeln!(s, "  {k} = {text}");
     }
     let _ = writeln!(s, "\ntype histogram:");
-    let _ = writeln!(s, "  {:<8} {:>7} {:>14} {:>14} {:>7}", "type", "tensors", "elements", "bytes", "bpw");
+    let _ = writeln!(
+        s,
+        "  {:<8} {:>7} {:>14} {:>14} {:>7}",
+        "type", "tensors", "elements", "bytes", "bpw"
+    );
     for (t, st) in &r.type_histogram {
-        let bpw = GgmlType::from_name(t).map(|t| t.bits_per_weight()).unwrap_or(0.0);
+        let bpw = GgmlType::from_name(t)
+            .map(|t| t.bits_per_weight())
+            .unwrap_or(0.0);
         let _ = writeln!(
             s,
             "  {t:<8} {:>7} {:>14} {:>14} {bpw:>7.4}",

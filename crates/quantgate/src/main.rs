@@ -10,7 +10,11 @@ use clap::{Parser, Subcommand};
 use quantgate::{bench, check_dequant, hash, inspect};
 
 #[derive(Parser)]
-#[command(name = "quantgate", version, about = "Trustworthy, reproducible GGUF conversion and quantization")]
+#[command(
+    name = "quantgate",
+    version,
+    about = "Trustworthy, reproducible GGUF conversion and quantization"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -92,13 +96,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }) => {
             let only = types
                 .iter()
-                .map(|t| gguf::GgmlType::from_name(t).ok_or_else(|| anyhow::anyhow!("unknown ggml type {t:?}")))
+                .map(|t| {
+                    gguf::GgmlType::from_name(t)
+                        .ok_or_else(|| anyhow::anyhow!("unknown ggml type {t:?}"))
+                })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let build = llama_runtime::build_info();
             if !json {
                 println!("dequantization throughput, single thread, {elements} elements, median of {reps}");
                 println!("peer: ggml to_float from {build}");
-                println!("{:<6} {:>12} {:>12} {:>8}  bit-identical", "type", "ours GB/s", "ggml GB/s", "ratio");
+                println!(
+                    "{:<6} {:>12} {:>12} {:>8}  bit-identical",
+                    "type", "ours GB/s", "ggml GB/s", "ratio"
+                );
             }
             let rows = bench::bench_dequant(elements, reps, &only, |r| {
                 if !json {
@@ -150,8 +160,10 @@ fn cmd_inspect(file: PathBuf, json: bool, tensors: bool, check: bool) -> anyhow:
     let build = llama_runtime::build_info();
     let checked = if check {
         let pb = indicatif::ProgressBar::new(g.header.tensors.len() as u64).with_style(
-            indicatif::ProgressStyle::with_template("check-dequant {bar:30} {pos}/{len} tensors, ETA {eta}")
-                .expect("template"),
+            indicatif::ProgressStyle::with_template(
+                "check-dequant {bar:30} {pos}/{len} tensors, ETA {eta}",
+            )
+            .expect("template"),
         );
         let c = check_dequant::check_dequant(&g, |done, _| pb.set_position(done as u64));
         pb.finish_and_clear();
@@ -181,7 +193,11 @@ fn cmd_inspect(file: PathBuf, json: bool, tensors: bool, check: bool) -> anyhow:
                     "check-dequant: {} tensors not verified (unsupported type): {}{}",
                     c.unsupported.len(),
                     head.join(", "),
-                    if more > 0 { format!(" and {more} more") } else { String::new() }
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
                 );
             }
             if let Some(d) = &c.first_difference {
