@@ -16,7 +16,7 @@ mod writer;
 
 pub use error::{Error, Result};
 pub use reader::{
-    pad, Gguf, Header, TensorInfo, DEFAULT_ALIGNMENT, GGUF_MAGIC, KEY_ALIGNMENT, MAX_ARRAY_DEPTH,
+    pad, tensor_n_bytes, Gguf, Header, TensorInfo, DEFAULT_ALIGNMENT, GGUF_MAGIC, KEY_ALIGNMENT, MAX_ARRAY_DEPTH,
     MAX_ARRAY_LEN, MAX_DIMS, MAX_TENSOR_NAME_LEN,
 };
 pub use types::GgmlType;

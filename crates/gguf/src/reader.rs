@@ -189,17 +189,12 @@ impl Header {
                 return Err(bad(format!("n_dims = {n_dims} > {MAX_DIMS}"), dims_at));
             }
             let mut dims = Vec::with_capacity(n_dims as usize);
-            let mut n_elements: u64 = 1;
             for j in 0..n_dims {
                 let at = r.pos as u64;
                 let ne = r.i64(|| format!("tensor {name:?} ne[{j}]"))?;
                 if ne < 0 {
                     return Err(bad(format!("ne[{j}] = {ne} is negative"), at));
                 }
-                n_elements = n_elements
-                    .checked_mul(ne as u64)
-                    .filter(|n| *n <= i64::MAX as u64)
-                    .ok_or_else(|| bad("element count overflows i64".into(), at))?;
                 dims.push(ne as u64);
             }
             let type_at = r.pos as u64;
@@ -209,19 +204,7 @@ impl Header {
                 id: type_id,
                 offset: type_at,
             })?;
-            let ne0 = dims.first().copied().unwrap_or(1);
-            if ne0 % ggml_type.block_size() != 0 {
-                return Err(bad(
-                    format!(
-                        "ne[0] = {ne0} is not a multiple of the {ggml_type} block size {}",
-                        ggml_type.block_size()
-                    ),
-                    dims_at,
-                ));
-            }
-            let n_bytes = (n_elements / ggml_type.block_size())
-                .checked_mul(ggml_type.type_size())
-                .ok_or_else(|| bad("byte size overflows u64".into(), dims_at))?;
+            let n_bytes = tensor_n_bytes(ggml_type, &dims).map_err(|d| bad(d, dims_at))?;
             let offset_at = r.pos as u64;
             let offset = r.u64(|| format!("tensor {name:?} offset"))?;
             if offset != expected_offset {
@@ -300,6 +283,32 @@ impl Header {
             })
             .unwrap_or(self.data_offset)
     }
+}
+
+/// Data bytes of a tensor of type `ty` and shape `dims` (`ne[0..n_dims]`):
+/// `n_elements / block · type_size`, as ggml computes it.
+///
+/// Errors (as text): `ne[0]` not a multiple of the block size, or an element count that
+/// overflows i64 by `gguf.cpp`'s rule (only factors > 1 are checked, so a zero dimension after
+/// them makes the tensor empty), or a byte size that overflows u64.
+pub fn tensor_n_bytes(ty: GgmlType, dims: &[u64]) -> std::result::Result<u64, String> {
+    let ne0 = dims.first().copied().unwrap_or(1);
+    if !ne0.is_multiple_of(ty.block_size()) {
+        return Err(format!(
+            "ne[0] = {ne0} is not a multiple of the {ty} block size {}",
+            ty.block_size()
+        ));
+    }
+    let mut n_elements: u64 = 1;
+    for &d in dims {
+        if d > 1 && (i64::MAX as u64) / d < n_elements {
+            return Err("element count overflows i64".into());
+        }
+        n_elements *= d;
+    }
+    (n_elements / ty.block_size())
+        .checked_mul(ty.type_size())
+        .ok_or_else(|| "byte size overflows u64".to_string())
 }
 
 /// Rounds `x` up to a multiple of `align` (a power of two); `None` on overflow.

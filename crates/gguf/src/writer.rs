@@ -10,7 +10,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::reader::{pad, DEFAULT_ALIGNMENT, KEY_ALIGNMENT, MAX_DIMS, MAX_TENSOR_NAME_LEN};
+use crate::reader::{pad, tensor_n_bytes, DEFAULT_ALIGNMENT, KEY_ALIGNMENT, MAX_DIMS, MAX_TENSOR_NAME_LEN};
 use crate::types::GgmlType;
 use crate::value::Value;
 
@@ -42,19 +42,10 @@ pub struct TensorEntry<'a> {
 
 impl TensorEntry<'_> {
     fn n_bytes(&self) -> Result<u64> {
-        let ne0 = self.dims.first().copied().unwrap_or(1);
-        let rows: u64 = self.dims.iter().skip(1).product();
-        self.ggml_type
-            .row_bytes(ne0)
-            .and_then(|r| r.checked_mul(rows))
-            .ok_or_else(|| Error::Write {
-                tensor: self.name.clone(),
-                detail: format!(
-                    "ne[0] = {ne0} is not a multiple of the {} block size {}",
-                    self.ggml_type,
-                    self.ggml_type.block_size()
-                ),
-            })
+        tensor_n_bytes(self.ggml_type, &self.dims).map_err(|detail| Error::Write {
+            tensor: self.name.clone(),
+            detail,
+        })
     }
 }
 

@@ -368,3 +368,32 @@ fn deep_nesting_is_capped() {
     let e = err_of(&b).to_string();
     assert!(e.contains("nested deeper than 8"), "{e}");
 }
+
+/// Found by the fuzzer (fuzz/gguf_reader, first run): a tensor whose shape has a zero
+/// dimension after a huge one is empty for llama.cpp's reader (only factors > 1 can overflow)
+/// and must be empty for our writer too, not an overflow error.
+#[test]
+fn empty_tensor_with_a_huge_dimension_round_trips() {
+    let mut w = GgufWriter::new();
+    w.add_tensor(TensorEntry {
+        name: "empty".into(),
+        ggml_type: GgmlType::F32,
+        dims: vec![5_188_147_183_047_671_808, 0],
+        data: TensorData::Owned(vec![]),
+    });
+    let mut b = Vec::new();
+    w.write_to(&mut b).unwrap();
+    let h = Header::parse(&b).unwrap();
+    assert_eq!(h.tensors[0].n_bytes, 0);
+    assert_eq!(h.tensors[0].n_elements(), 0);
+    // A huge dimension before another factor > 1 overflows, in both reader and writer.
+    let mut w = GgufWriter::new();
+    w.add_tensor(TensorEntry {
+        name: "big".into(),
+        ggml_type: GgmlType::F32,
+        dims: vec![1 << 62, 4, 0],
+        data: TensorData::Owned(vec![]),
+    });
+    let e = w.write_to(&mut Vec::new()).unwrap_err().to_string();
+    assert!(e.contains("element count overflows i64"), "{e}");
+}
