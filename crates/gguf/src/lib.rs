@@ -9,6 +9,7 @@
 
 pub mod dequant;
 mod error;
+pub mod quant;
 mod reader;
 mod types;
 mod value;
@@ -16,8 +17,8 @@ mod writer;
 
 pub use error::{Error, Result};
 pub use reader::{
-    pad, tensor_n_bytes, Gguf, Header, TensorInfo, DEFAULT_ALIGNMENT, GGUF_MAGIC, KEY_ALIGNMENT, MAX_ARRAY_DEPTH,
-    MAX_ARRAY_LEN, MAX_DIMS, MAX_TENSOR_NAME_LEN,
+    pad, tensor_n_bytes, Gguf, Header, TensorInfo, DEFAULT_ALIGNMENT, GGUF_MAGIC, KEY_ALIGNMENT,
+    MAX_ARRAY_DEPTH, MAX_ARRAY_LEN, MAX_DIMS, MAX_TENSOR_NAME_LEN,
 };
 pub use types::GgmlType;
 pub use value::{Value, ValueType};

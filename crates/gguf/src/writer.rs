@@ -10,7 +10,9 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::reader::{pad, tensor_n_bytes, DEFAULT_ALIGNMENT, KEY_ALIGNMENT, MAX_DIMS, MAX_TENSOR_NAME_LEN};
+use crate::reader::{
+    pad, tensor_n_bytes, DEFAULT_ALIGNMENT, KEY_ALIGNMENT, MAX_DIMS, MAX_TENSOR_NAME_LEN,
+};
 use crate::types::GgmlType;
 use crate::value::Value;
 

@@ -139,3 +139,52 @@ fn our_type_table_matches_ggml_type_traits() {
     let e = dequant::dequantize_to_vec(GgmlType::IQ2_XXS, &[0u8; 66], 256).unwrap_err();
     assert_eq!(e.to_string(), "dequantization of IQ2_XXS is not supported");
 }
+
+#[test]
+fn our_encoders_match_ggml_quantize_chunk_bit_for_bit() {
+    // Gaussian rows plus edge values: signed zeros, subnormals, f16 overflow, NaN, ties.
+    let mut x = gaussian(32 * 64, 11);
+    let edges = [
+        0.0,
+        -0.0,
+        1e-8,
+        6e-8,
+        -6.1e-5,
+        65504.0,
+        65519.0,
+        65520.0,
+        1e6,
+        f32::INFINITY,
+        f32::NAN,
+        1.0 + 1.0 / 2048.0,
+        1.0 + 3.0 / 2048.0,
+        f32::from_bits(0x3f80_8000),
+    ];
+    x[..edges.len()].copy_from_slice(&edges);
+    let mut ours = Vec::new();
+    gguf::quant::encode_f16(&x, &mut ours);
+    assert_eq!(
+        ours,
+        llama_runtime::ggml_quantize(GgmlType::F16.id(), &x, 64).unwrap(),
+        "F16"
+    );
+    ours.clear();
+    gguf::quant::encode_bf16(&x, &mut ours);
+    assert_eq!(
+        ours,
+        llama_runtime::ggml_quantize(GgmlType::BF16.id(), &x, 64).unwrap(),
+        "BF16"
+    );
+    // Q8_0 without inf/NaN (ggml's reference gives undefined int casts there).
+    let finite: Vec<f32> = x
+        .iter()
+        .map(|v| if v.is_finite() { *v } else { 1.5 })
+        .collect();
+    ours.clear();
+    gguf::quant::quantize_q8_0(&finite, &mut ours);
+    assert_eq!(
+        ours,
+        llama_runtime::ggml_quantize(GgmlType::Q8_0.id(), &finite, 64).unwrap(),
+        "Q8_0"
+    );
+}

@@ -1,0 +1,185 @@
+//! A llama.cpp inference context (`llama_context`) for pooled embeddings and per-position
+//! logits, with every setting that changes results pinned by the caller and recorded.
+
+use std::ptr::NonNull;
+
+use crate::{sys, Model, RuntimeError};
+
+/// Context settings. Results depend on them, so reports record them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextParams {
+    /// Context length in tokens.
+    pub n_ctx: u32,
+    /// Logical batch size.
+    pub n_batch: u32,
+    /// Physical batch size (a pooled sequence must fit in one ubatch).
+    pub n_ubatch: u32,
+    /// Threads for generation and batch processing.
+    pub n_threads: i32,
+    /// Compute embeddings (pooled per `pooling_type`) instead of logits.
+    pub embeddings: bool,
+    /// `llama_pooling_type`: −1 = the model's own, 0 none, 1 mean, 2 cls, 3 last, 4 rank.
+    pub pooling_type: i32,
+    /// KV cache type as a ggml type id (1 = F16, llama.cpp's default).
+    pub type_kv: u32,
+}
+
+impl ContextParams {
+    /// Settings for pooled embeddings of sequences of up to `n_ctx` tokens.
+    pub fn embeddings(n_ctx: u32, n_threads: i32) -> Self {
+        ContextParams {
+            n_ctx,
+            n_batch: n_ctx,
+            n_ubatch: n_ctx,
+            n_threads,
+            embeddings: true,
+            pooling_type: -1,
+            type_kv: 1,
+        }
+    }
+}
+
+/// A context over a borrowed model. Freed on drop.
+pub struct Context<'m> {
+    ptr: NonNull<sys::llama_context>,
+    model: &'m Model,
+    params: ContextParams,
+}
+
+impl<'m> Context<'m> {
+    /// Creates a context (`llama_init_from_model`).
+    ///
+    /// Errors: llama.cpp refused the parameters.
+    pub fn new(model: &'m Model, params: ContextParams) -> Result<Context<'m>, RuntimeError> {
+        // SAFETY: default params from llama.cpp, adjusted by plain field writes.
+        let mut p = unsafe { sys::llama_context_default_params() };
+        p.n_ctx = params.n_ctx;
+        p.n_batch = params.n_batch;
+        p.n_ubatch = params.n_ubatch;
+        p.n_seq_max = 1;
+        p.n_threads = params.n_threads;
+        p.n_threads_batch = params.n_threads;
+        p.embeddings = params.embeddings;
+        p.pooling_type = params.pooling_type;
+        p.type_k = params.type_kv;
+        p.type_v = params.type_kv;
+        p.no_perf = true;
+        // SAFETY: valid model pointer; params by value.
+        let ptr = unsafe { sys::llama_init_from_model(model.raw(), p) };
+        let ptr = NonNull::new(ptr).ok_or_else(|| RuntimeError::Eval {
+            call: "llama_init_from_model",
+            detail: format!("{params:?}"),
+        })?;
+        Ok(Context { ptr, model, params })
+    }
+
+    /// The settings this context was made with.
+    pub fn params(&self) -> &ContextParams {
+        &self.params
+    }
+
+    /// The pooling type llama.cpp actually uses (model default resolved).
+    pub fn pooling_type(&self) -> i32 {
+        // SAFETY: valid context.
+        unsafe { sys::llama_pooling_type(self.ptr.as_ptr()) }
+    }
+
+    fn clear(&mut self) {
+        // SAFETY: valid context; encoder-only models have no memory (null), which we skip.
+        unsafe {
+            let mem = sys::llama_get_memory(self.ptr.as_ptr());
+            if !mem.is_null() {
+                sys::llama_memory_clear(mem, true);
+            }
+        }
+    }
+
+    /// Evaluates one sequence (positions 0..n, sequence 0, every token an output), after
+    /// clearing the memory, as llama.cpp's embedding example does.
+    fn eval(&mut self, tokens: &[i32]) -> Result<(), RuntimeError> {
+        let n = tokens.len();
+        if n == 0 || n > self.params.n_ubatch as usize || n > self.params.n_ctx as usize {
+            return Err(RuntimeError::Eval {
+                call: "llama_decode",
+                detail: format!(
+                    "{n} tokens do not fit one ubatch of {} (n_ctx {})",
+                    self.params.n_ubatch, self.params.n_ctx
+                ),
+            });
+        }
+        self.clear();
+        // SAFETY: batch sized for n tokens with one seq id each; every array llama_batch_init
+        // allocates is written for indices < n; freed below on every path.
+        unsafe {
+            let mut batch = sys::llama_batch_init(n as i32, 0, 1);
+            for (i, &t) in tokens.iter().enumerate() {
+                *batch.token.add(i) = t;
+                *batch.pos.add(i) = i as i32;
+                *batch.n_seq_id.add(i) = 1;
+                *(*batch.seq_id.add(i)) = 0;
+                *batch.logits.add(i) = 1;
+            }
+            batch.n_tokens = n as i32;
+            let (call, rc) = if self.model.encoder_only() {
+                ("llama_encode", sys::llama_encode(self.ptr.as_ptr(), batch))
+            } else {
+                ("llama_decode", sys::llama_decode(self.ptr.as_ptr(), batch))
+            };
+            sys::llama_batch_free(batch);
+            if rc != 0 {
+                return Err(RuntimeError::Eval {
+                    call,
+                    detail: format!("returned {rc} for {n} tokens"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The pooled embedding of one sequence (`llama_get_embeddings_seq`), not normalised.
+    ///
+    /// Errors: evaluation failure, or a context without pooling.
+    pub fn embed(&mut self, tokens: &[i32]) -> Result<Vec<f32>, RuntimeError> {
+        self.eval(tokens)?;
+        let n_embd = self.model.n_embd();
+        // SAFETY: valid context after a successful eval; the pointer has n_embd floats.
+        let p = unsafe { sys::llama_get_embeddings_seq(self.ptr.as_ptr(), 0) };
+        if p.is_null() {
+            return Err(RuntimeError::Eval {
+                call: "llama_get_embeddings_seq",
+                detail: format!("no pooled embedding (pooling type {})", self.pooling_type()),
+            });
+        }
+        // SAFETY: see above.
+        Ok(unsafe { std::slice::from_raw_parts(p, n_embd) }.to_vec())
+    }
+
+    /// Logits of every position of one sequence: `tokens.len()` rows of `n_vocab`.
+    ///
+    /// Errors: evaluation failure, or a context made for embeddings.
+    pub fn logits(&mut self, tokens: &[i32]) -> Result<Vec<Vec<f32>>, RuntimeError> {
+        self.eval(tokens)?;
+        let n_vocab = self.model.n_vocab();
+        (0..tokens.len())
+            .map(|i| {
+                // SAFETY: every position was requested as an output.
+                let p = unsafe { sys::llama_get_logits_ith(self.ptr.as_ptr(), i as i32) };
+                if p.is_null() {
+                    return Err(RuntimeError::Eval {
+                        call: "llama_get_logits_ith",
+                        detail: format!("no logits at position {i}"),
+                    });
+                }
+                // SAFETY: n_vocab floats per output row.
+                Ok(unsafe { std::slice::from_raw_parts(p, n_vocab) }.to_vec())
+            })
+            .collect()
+    }
+}
+
+impl Drop for Context<'_> {
+    fn drop(&mut self) {
+        // SAFETY: we own the context pointer.
+        unsafe { sys::llama_free(self.ptr.as_ptr()) }
+    }
+}

@@ -1,0 +1,87 @@
+//! The reference side of Gate 2, independent of llama.cpp and of our GGUF writer:
+//!
+//! * [`tokenizer::HfTokenizer`]: the `tokenizers` crate (the code behind HF's Python
+//!   tokenizers) on `tokenizer.json`, padding and truncation off;
+//! * [`bert::Bert`] and [`decoder::Decoder`]: f32 forwards written on candle ops over the HF
+//!   safetensors, returning every position (candle-transformers' models return only the last);
+//! * [`pooling`]: sentence-transformers pooling (mean, cls, last token).
+
+pub mod bert;
+pub mod decoder;
+pub mod pooling;
+pub mod tokenizer;
+
+use std::path::{Path, PathBuf};
+
+/// Errors of the reference implementation; each names the file or tensor involved.
+#[derive(Debug, thiserror::Error)]
+pub enum RefError {
+    /// Reading or parsing an input file.
+    #[error("{path}: {detail}")]
+    File { path: PathBuf, detail: String },
+    /// A candle operation failed (shape mismatch, missing tensor …).
+    #[error("reference forward: {0}")]
+    Candle(#[from] candle_core::Error),
+    /// A model feature the reference does not implement.
+    #[error("reference does not support {0}")]
+    Unsupported(String),
+    /// The tokenizer failed on a text.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, RefError>;
+
+/// Reads and parses a JSON file.
+pub fn read_json(path: &Path) -> Result<serde_json::Value> {
+    let text = std::fs::read_to_string(path).map_err(|e| RefError::File {
+        path: path.into(),
+        detail: e.to_string(),
+    })?;
+    serde_json::from_str(&text).map_err(|e| RefError::File {
+        path: path.into(),
+        detail: e.to_string(),
+    })
+}
+
+/// The safetensors files of an HF folder: the shards named by `model.safetensors.index.json`
+/// (sorted, deduplicated) or the single `model.safetensors`.
+pub fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let index = dir.join("model.safetensors.index.json");
+    if index.exists() {
+        let v = read_json(&index)?;
+        let map = v["weight_map"].as_object().ok_or_else(|| RefError::File {
+            path: index.clone(),
+            detail: "no weight_map object".into(),
+        })?;
+        let mut files: Vec<String> = map
+            .values()
+            .filter_map(|f| f.as_str().map(String::from))
+            .collect();
+        files.sort();
+        files.dedup();
+        return Ok(files.into_iter().map(|f| dir.join(f)).collect());
+    }
+    let single = dir.join("model.safetensors");
+    if single.exists() {
+        return Ok(vec![single]);
+    }
+    Err(RefError::File {
+        path: dir.into(),
+        detail: "no model.safetensors or model.safetensors.index.json".into(),
+    })
+}
+
+/// A `VarBuilder` over the HF safetensors, every tensor converted to f32 on the CPU.
+pub fn var_builder(dir: &Path) -> Result<candle_nn::VarBuilder<'static>> {
+    let files = safetensors_files(dir)?;
+    // SAFETY: the files are memory-mapped read-only for the builder's lifetime.
+    Ok(unsafe {
+        candle_nn::VarBuilder::from_mmaped_safetensors(
+            &files,
+            candle_core::DType::F32,
+            &candle_core::Device::Cpu,
+        )?
+    })
+}
