@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/fetch-models.sh
+echo "demo: building (the first build compiles llama.cpp: 3-10 minutes)" >&2
 cargo build --release --quiet
 status=0
 for f in .cache/models/SmolLM2-135M-Instruct.Q4_1.gguf .cache/models/gemma-3-270m-q4_k_m.gguf; do

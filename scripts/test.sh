@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The test command (README): installs build needs, fetches the real inputs, checks
-# formatting and runs every test in release mode (a debug build would compile llama.cpp again).
+# The test command (README): installs build needs, fetches the real inputs, runs every test in
+# release mode (a debug build would compile llama.cpp again), then checks formatting.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/fetch-models.sh
-cargo fmt --all -- --check
 cargo test --release --workspace
+# Style last, so a formatting nit never hides test results.
+cargo fmt --all -- --check

@@ -6,19 +6,16 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An I/O error on `path`.
-    #[error("{path}: {source}")]
+    // The message includes the cause, so it is deliberately not a `source` (anyhow would
+    // print it twice).
+    #[error("{path}: {cause}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A parse error inside the file `path`.
-    #[error("{path}: {source}")]
-    InFile {
-        path: PathBuf,
-        #[source]
-        source: Box<Error>,
-    },
+    #[error("{path}: {inner}")]
+    InFile { path: PathBuf, inner: Box<Error> },
     /// The file ends before `field` (needs `need` bytes at `offset`, the file has `len`).
     #[error("truncated: {field} needs {need} bytes at byte offset {offset}, but the file has {len} bytes")]
     Truncated {
@@ -69,9 +66,22 @@ impl Error {
             e @ (Error::Io { .. } | Error::InFile { .. }) => e,
             e => Error::InFile {
                 path: path.into(),
-                source: Box::new(e),
+                inner: Box::new(e),
             },
         }
+    }
+}
+
+/// A name or key cut to at most 80 characters for error messages, so a hostile 1 MB name
+/// cannot make a multi-megabyte error line; control characters are escaped.
+pub fn short(name: &str) -> String {
+    const MAX: usize = 80;
+    let escaped: String = name.chars().flat_map(char::escape_debug).collect();
+    if escaped.chars().count() <= MAX {
+        escaped
+    } else {
+        let head: String = escaped.chars().take(MAX).collect();
+        format!("{head}… ({} bytes)", name.len())
     }
 }
 

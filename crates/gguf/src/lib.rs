@@ -15,10 +15,11 @@ mod types;
 mod value;
 mod writer;
 
-pub use error::{Error, Result};
+pub use error::{short, Error, Result};
 pub use reader::{
     pad, tensor_n_bytes, Gguf, Header, TensorInfo, DEFAULT_ALIGNMENT, GGUF_MAGIC, KEY_ALIGNMENT,
-    MAX_ARRAY_DEPTH, MAX_ARRAY_LEN, MAX_DIMS, MAX_TENSOR_NAME_LEN,
+    MAX_ARRAY_DEPTH, MAX_ARRAY_LEN, MAX_DIMS, MAX_KV, MAX_TENSORS, MAX_TENSOR_NAME_LEN,
+    MAX_TOTAL_ARRAY_ELEMENTS,
 };
 pub use types::GgmlType;
 pub use value::{Value, ValueType};

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{short, Error, Result};
 use crate::types::GgmlType;
 use crate::value::{Value, ValueType};
 
@@ -27,6 +27,15 @@ pub const MAX_ARRAY_DEPTH: usize = 8;
 /// Cap on elements in one metadata array (the largest real vocabularies have ~262k tokens and
 /// merges lists ~1M); guards the per-element allocation, as candle caps its GGUF arrays.
 pub const MAX_ARRAY_LEN: u64 = 1 << 26;
+/// Cap on metadata pairs (real files have under 100; llama.cpp has no cap, but each pair costs
+/// memory, so a hostile count must not).
+pub const MAX_KV: u64 = 1 << 16;
+/// Cap on tensors (the largest released models have tens of thousands).
+pub const MAX_TENSORS: u64 = 1 << 18;
+/// Cap on metadata array elements summed over the whole file (about 6× the token, score, type
+/// and merge arrays of the largest vocabularies): each element is a ~32-byte value in memory,
+/// so this bounds memory at a few hundred MB whatever the file holds.
+pub const MAX_TOTAL_ARRAY_ELEMENTS: u64 = 1 << 23;
 /// The metadata key holding the alignment.
 pub const KEY_ALIGNMENT: &str = "general.alignment";
 
@@ -86,7 +95,11 @@ impl Header {
     /// Errors: any malformed field, with its name and byte offset; tensor data that lies outside
     /// `bytes` or that breaks llama.cpp's contiguity rule.
     pub fn parse(bytes: &[u8]) -> Result<Header> {
-        let mut r = Cursor { buf: bytes, pos: 0 };
+        let mut r = Cursor {
+            buf: bytes,
+            pos: 0,
+            array_elements: 0,
+        };
         let magic = r.take(4, || "magic".into())?;
         if magic != GGUF_MAGIC {
             return Err(Error::BadMagic {
@@ -107,8 +120,21 @@ impl Header {
         // Each kv needs ≥ 8 (key len) + 4 (type) + 1 bytes; each tensor info ≥ 8 + 4 + 4 + 8.
         r.check_count(n_kv, 13, "n_kv", n_kv_at)?;
         r.check_count(n_tensors, 24, "n_tensors", n_tensors_at)?;
+        for (count, cap, field, at) in [
+            (n_kv, MAX_KV, "n_kv", n_kv_at),
+            (n_tensors, MAX_TENSORS, "n_tensors", n_tensors_at),
+        ] {
+            if count > cap {
+                return Err(Error::Invalid {
+                    field: field.into(),
+                    offset: at,
+                    detail: format!("{count} exceeds the cap of {cap}"),
+                });
+            }
+        }
 
         let mut metadata = Vec::with_capacity(n_kv as usize);
+        let mut alignment_at = 0u64;
         let mut keys = HashSet::with_capacity(n_kv as usize);
         for i in 0..n_kv {
             let key_at = r.pos as u64;
@@ -118,9 +144,10 @@ impl Header {
                 offset: key_at,
                 detail: "key is not UTF-8".into(),
             })?;
+            let qk = format!("\"{}\"", short(&key));
             if key.is_empty() || !keys.insert(key.clone()) {
                 return Err(Error::Invalid {
-                    field: format!("metadata[{i}] key {key:?}"),
+                    field: format!("metadata[{i}] key {qk}"),
                     offset: key_at,
                     detail: if key.is_empty() {
                         "empty key".into()
@@ -130,12 +157,15 @@ impl Header {
                 });
             }
             let type_at = r.pos as u64;
-            let type_id = r.u32(|| format!("metadata {key:?} value type"))?;
+            let type_id = r.u32(|| format!("metadata {qk} value type"))?;
             let vt = ValueType::from_id(type_id).ok_or_else(|| Error::Invalid {
-                field: format!("metadata {key:?} value type"),
+                field: format!("metadata {qk} value type"),
                 offset: type_at,
                 detail: format!("unknown GGUF value type id {type_id}"),
             })?;
+            if key == KEY_ALIGNMENT {
+                alignment_at = r.pos as u64;
+            }
             let value = r.value(vt, &key, 0)?;
             metadata.push((key, value));
         }
@@ -146,7 +176,7 @@ impl Header {
             Some((_, v)) => {
                 return Err(Error::Invalid {
                     field: format!("metadata {KEY_ALIGNMENT:?}"),
-                    offset: 0,
+                    offset: alignment_at,
                     detail: format!(
                         "must be a u32 power of two, found {} {v}",
                         v.value_type().name()
@@ -166,8 +196,9 @@ impl Header {
                 offset: name_at,
                 detail: "name is not UTF-8".into(),
             })?;
+            let qn = format!("\"{}\"", short(&name));
             let bad = |detail: String, offset: u64| Error::Invalid {
-                field: format!("tensor_info[{i}] {name:?}"),
+                field: format!("tensor_info[{i}] {qn}"),
                 offset,
                 detail,
             };
@@ -184,29 +215,29 @@ impl Header {
                 return Err(bad("duplicate tensor name".into(), name_at));
             }
             let dims_at = r.pos as u64;
-            let n_dims = r.u32(|| format!("tensor {name:?} n_dims"))?;
+            let n_dims = r.u32(|| format!("tensor {qn} n_dims"))?;
             if n_dims as usize > MAX_DIMS {
                 return Err(bad(format!("n_dims = {n_dims} > {MAX_DIMS}"), dims_at));
             }
             let mut dims = Vec::with_capacity(n_dims as usize);
             for j in 0..n_dims {
                 let at = r.pos as u64;
-                let ne = r.i64(|| format!("tensor {name:?} ne[{j}]"))?;
+                let ne = r.i64(|| format!("tensor {qn} ne[{j}]"))?;
                 if ne < 0 {
                     return Err(bad(format!("ne[{j}] = {ne} is negative"), at));
                 }
                 dims.push(ne as u64);
             }
             let type_at = r.pos as u64;
-            let type_id = r.u32(|| format!("tensor {name:?} type"))?;
+            let type_id = r.u32(|| format!("tensor {qn} type"))?;
             let ggml_type = GgmlType::from_id(type_id).ok_or_else(|| Error::UnknownType {
-                tensor: name.clone(),
+                tensor: short(&name),
                 id: type_id,
                 offset: type_at,
             })?;
             let n_bytes = tensor_n_bytes(ggml_type, &dims).map_err(|d| bad(d, dims_at))?;
             let offset_at = r.pos as u64;
-            let offset = r.u64(|| format!("tensor {name:?} offset"))?;
+            let offset = r.u64(|| format!("tensor {qn} offset"))?;
             if offset != expected_offset {
                 return Err(bad(
                     format!(
@@ -243,7 +274,7 @@ impl Header {
             let start = data_offset + t.offset;
             if start.checked_add(t.n_bytes).is_none_or(|end| end > len) {
                 return Err(Error::Truncated {
-                    field: format!("tensor {:?} data", t.name),
+                    field: format!("tensor \"{}\" data", short(&t.name)),
                     offset: start,
                     need: t.n_bytes,
                     len,
@@ -330,15 +361,35 @@ impl Gguf {
     /// Errors: I/O errors and every parse error, prefixed with the path.
     pub fn open(path: impl AsRef<Path>) -> Result<Gguf> {
         let path = path.as_ref().to_path_buf();
-        let file = File::open(&path).map_err(|source| Error::Io {
+        // Check the kind before opening: opening a FIFO blocks until a writer appears, and
+        // mapping a directory or device fails with an unhelpful errno.
+        let meta = std::fs::metadata(&path).map_err(|cause| Error::Io {
             path: path.clone(),
-            source,
+            cause,
+        })?;
+        if !meta.is_file() {
+            let kind = if meta.is_dir() {
+                "a directory"
+            } else {
+                "not a regular file (device, FIFO or socket)"
+            };
+            return Err(Error::Io {
+                path: path.clone(),
+                cause: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("is {kind}; a GGUF file is expected"),
+                ),
+            });
+        }
+        let file = File::open(&path).map_err(|cause| Error::Io {
+            path: path.clone(),
+            cause,
         })?;
         // SAFETY: the map is read-only; a file truncated by another process while mapped is the
         // same hazard every mmap-based GGUF reader (llama.cpp included) accepts.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| Error::Io {
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|cause| Error::Io {
             path: path.clone(),
-            source,
+            cause,
         })?;
         let header = Header::parse(&map).map_err(|e| e.in_file(&path))?;
         Ok(Gguf { path, map, header })
@@ -364,6 +415,8 @@ impl Gguf {
 struct Cursor<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// Array elements read so far (capped by `MAX_TOTAL_ARRAY_ELEMENTS`).
+    array_elements: u64,
 }
 
 impl<'a> Cursor<'a> {
@@ -417,7 +470,9 @@ impl<'a> Cursor<'a> {
     }
 
     fn value(&mut self, vt: ValueType, key: &str, depth: usize) -> Result<Value> {
-        let f = || format!("metadata {key:?} {} value", vt.name());
+        // Formatted only on error: this runs once per array element.
+        let qk = || format!("\"{}\"", short(key));
+        let f = || format!("metadata {} {} value", qk(), vt.name());
         Ok(match vt {
             ValueType::U8 => Value::U8(self.take(1, f)?[0]),
             ValueType::I8 => Value::I8(self.take(1, f)?[0] as i8),
@@ -436,7 +491,7 @@ impl<'a> Cursor<'a> {
                     1 => Value::Bool(true),
                     b => {
                         return Err(Error::Invalid {
-                            field: format!("metadata {key:?} bool value"),
+                            field: format!("metadata {} bool value", qk()),
                             offset: at,
                             detail: format!("byte {b} is neither 0 nor 1"),
                         })
@@ -448,22 +503,32 @@ impl<'a> Cursor<'a> {
                 let at = self.pos as u64;
                 if depth >= MAX_ARRAY_DEPTH {
                     return Err(Error::Invalid {
-                        field: format!("metadata {key:?} array"),
+                        field: format!("metadata {} array", qk()),
                         offset: at,
                         detail: format!("arrays nested deeper than {MAX_ARRAY_DEPTH}"),
                     });
                 }
-                let elem_id = self.u32(|| format!("metadata {key:?} array element type"))?;
+                let elem_id = self.u32(|| format!("metadata {} array element type", qk()))?;
                 let elem = ValueType::from_id(elem_id).ok_or_else(|| Error::Invalid {
-                    field: format!("metadata {key:?} array element type"),
+                    field: format!("metadata {} array element type", qk()),
                     offset: at,
                     detail: format!("unknown GGUF value type id {elem_id}"),
                 })?;
                 let count_at = self.pos as u64;
-                let count = self.u64(|| format!("metadata {key:?} array length"))?;
+                let count = self.u64(|| format!("metadata {} array length", qk()))?;
+                self.array_elements = self.array_elements.saturating_add(count);
+                if self.array_elements > MAX_TOTAL_ARRAY_ELEMENTS {
+                    return Err(Error::Invalid {
+                        field: format!("metadata {} array length", qk()),
+                        offset: count_at,
+                        detail: format!(
+                            "{count} more elements exceed the cap of {MAX_TOTAL_ARRAY_ELEMENTS} array elements per file"
+                        ),
+                    });
+                }
                 if count > MAX_ARRAY_LEN {
                     return Err(Error::Invalid {
-                        field: format!("metadata {key:?} array length"),
+                        field: format!("metadata {} array length", qk()),
                         offset: count_at,
                         detail: format!("{count} elements exceeds the cap of {MAX_ARRAY_LEN}"),
                     });
@@ -471,7 +536,7 @@ impl<'a> Cursor<'a> {
                 self.check_count(
                     count,
                     elem.min_encoded_size(),
-                    &format!("metadata {key:?} array length"),
+                    &format!("metadata {} array length", qk()),
                     count_at,
                 )?;
                 let mut items = Vec::with_capacity(count as usize);

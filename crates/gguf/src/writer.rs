@@ -167,9 +167,9 @@ impl<'a> GgufWriter<'a> {
     pub fn write_to(self, out: &mut dyn Write) -> Result<WriteSummary> {
         let sizes = self.validate()?;
         let alignment = self.alignment()?;
-        let io_err = |source| Error::Io {
+        let io_err = |cause| Error::Io {
             path: "<output>".into(),
-            source,
+            cause,
         };
         let mut w = Counting { inner: out, n: 0 };
         let mut head = Vec::new();
@@ -224,9 +224,9 @@ impl<'a> GgufWriter<'a> {
     /// On any error the temporary file is removed and `path` is untouched.
     pub fn write_to_path(self, path: impl AsRef<Path>) -> Result<WriteSummary> {
         let path = path.as_ref();
-        let io = |source| Error::Io {
+        let io = |cause| Error::Io {
             path: path.to_path_buf(),
-            source,
+            cause,
         };
         let dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
@@ -243,7 +243,7 @@ impl<'a> GgufWriter<'a> {
             .map_err(io)?;
         let mut buf = BufWriter::with_capacity(1 << 20, tmp);
         let summary = self.write_to(&mut buf).map_err(|e| match e {
-            Error::Io { source, .. } => io(source),
+            Error::Io { cause, .. } => io(cause),
             e => e,
         })?;
         let tmp = buf.into_inner().map_err(|e| io(e.into_error()))?;

@@ -397,3 +397,72 @@ fn empty_tensor_with_a_huge_dimension_round_trips() {
     let e = w.write_to(&mut Vec::new()).unwrap_err().to_string();
     assert!(e.contains("element count overflows i64"), "{e}");
 }
+
+/// Found by the adversarial review: each of these once hung, used GBs of memory, printed a
+/// megabyte-long line, doubled its message or named the wrong offset.
+#[test]
+fn hostile_files_found_in_review_fail_fast_and_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory and a FIFO: rejected by kind before open (a FIFO would block in open()).
+    let e = gguf::Gguf::open(dir.path()).err().unwrap().to_string();
+    assert!(
+        e.ends_with("is a directory; a GGUF file is expected"),
+        "{e}"
+    );
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let e = gguf::Gguf::open(&fifo).err().unwrap().to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+    assert_eq!(
+        e.matches("a GGUF file is expected").count(),
+        1,
+        "message printed once: {e}"
+    );
+
+    // 9M one-byte array elements: over the per-file element cap, rejected without allocating.
+    let mut w = GgufWriter::new();
+    w.add_kv(
+        "big",
+        Value::Array(ValueType::U8, vec![Value::U8(1); 9 << 20]),
+    );
+    let mut b = Vec::new();
+    w.write_to(&mut b).unwrap();
+    let e = err_of(&b).to_string();
+    assert!(
+        e.contains("exceed the cap of 8388608 array elements per file"),
+        "{e}"
+    );
+
+    // A 1 MiB key with a bad value type: the message stays short.
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend(1u64.to_le_bytes());
+    b.extend((1u64 << 20).to_le_bytes());
+    b.extend(vec![b'A'; 1 << 20]);
+    b.extend(99u32.to_le_bytes());
+    let e = err_of(&b).to_string();
+    assert!(
+        e.len() < 400
+            && e.contains("(1048576 bytes)")
+            && e.contains("unknown GGUF value type id 99"),
+        "{e}"
+    );
+
+    // general.alignment = 0: the offset is that of the value, not 0.
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend(1u64.to_le_bytes());
+    b.extend((17u64).to_le_bytes());
+    b.extend(b"general.alignment");
+    b.extend(4u32.to_le_bytes());
+    let value_at = b.len();
+    b.extend(0u32.to_le_bytes());
+    let e = err_of(&b).to_string();
+    assert!(e.contains(&format!("at byte offset {value_at}")), "{e}");
+}

@@ -59,11 +59,15 @@ pub struct BuildInfo {
 
 impl fmt::Display for BuildInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} (ggml {}, commit {})",
-            self.crate_pin, self.ggml_version, self.ggml_commit
-        )
+        // The crate builds llama.cpp outside a git checkout, so the commit is usually unknown.
+        match self.ggml_commit.as_str() {
+            "" | "unknown" => write!(f, "{} (ggml {})", self.crate_pin, self.ggml_version),
+            c => write!(
+                f,
+                "{} (ggml {}, commit {c})",
+                self.crate_pin, self.ggml_version
+            ),
+        }
     }
 }
 

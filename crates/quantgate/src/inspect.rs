@@ -114,7 +114,8 @@ pub fn inspect(g: &Gguf, sha256: String) -> InspectReport {
     }
 }
 
-/// A metadata value as JSON; arrays longer than [`ARRAY_SUMMARY_LEN`] become
+/// A metadata value as JSON (NaN and ±inf as the strings `NaN`, `inf`, `-inf`, which JSON
+/// numbers cannot hold); arrays longer than [`ARRAY_SUMMARY_LEN`] become
 /// `{"array": type, "len": n, "head": [...]}`.
 pub fn value_json(v: &Value) -> serde_json::Value {
     match v {
@@ -124,10 +125,12 @@ pub fn value_json(v: &Value) -> serde_json::Value {
         Value::I16(x) => json!(x),
         Value::U32(x) => json!(x),
         Value::I32(x) => json!(x),
+        Value::F32(x) if !x.is_finite() => json!(x.to_string()),
         Value::F32(x) => json!(x),
         Value::Bool(x) => json!(x),
         Value::U64(x) => json!(x),
         Value::I64(x) => json!(x),
+        Value::F64(x) if !x.is_finite() => json!(x.to_string()),
         Value::F64(x) => json!(x),
         Value::String(b) => json!(String::from_utf8_lossy(b)),
         Value::Array(t, items) if items.len() > ARRAY_SUMMARY_LEN => json!({
@@ -146,7 +149,7 @@ pub fn render_text(r: &InspectReport, with_tensors: bool) -> String {
     let _ = writeln!(s, "size:          {} bytes", r.file_bytes);
     let _ = writeln!(s, "sha256:        {}", r.sha256);
     let _ = writeln!(s, "gguf version:  {}", r.version);
-    let _ = writeln!(s, "architecture:  {}", r.architecture);
+    let _ = writeln!(s, "architecture:  {}", gguf::short(&r.architecture));
     let _ = writeln!(
         s,
         "alignment:     {}  (data at byte {})",
@@ -182,7 +185,7 @@ pub fn render_text(r: &InspectReport, with_tensors: bool) -> String {
                 }
             }
         };
-        let _ = writeln!(s, "  {k} = {text}");
+        let _ = writeln!(s, "  {} = {text}", gguf::short(k));
     }
     let _ = writeln!(s, "\ntype histogram:");
     let _ = writeln!(
@@ -206,7 +209,7 @@ pub fn render_text(r: &InspectReport, with_tensors: bool) -> String {
             let _ = writeln!(
                 s,
                 "  {:<40} {:<6} {:<24} {:>12}",
-                t.name,
+                gguf::short(&t.name),
                 t.ggml_type,
                 format!("{:?}", t.shape),
                 t.bytes

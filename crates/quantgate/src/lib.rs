@@ -5,5 +5,6 @@
 
 pub mod bench;
 pub mod check_dequant;
+pub mod convert;
 pub mod hash;
 pub mod inspect;

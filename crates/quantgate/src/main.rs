@@ -37,7 +37,7 @@ enum Command {
         #[arg(long)]
         check_dequant: bool,
     },
-    /// Benchmarks that print figures and ratios against the named peer.
+    /// Benchmarks: our figures next to the named peer's (ggml), measured in one run, with ratios.
     #[command(subcommand)]
     Bench(BenchCommand),
 }
@@ -69,6 +69,18 @@ enum BenchCommand {
     },
 }
 
+/// A usage error (exit status 2, like every input error).
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "usage: {}", self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -94,13 +106,26 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             types,
         }) => {
-            let only = types
-                .iter()
-                .map(|t| {
-                    gguf::GgmlType::from_name(t)
-                        .ok_or_else(|| anyhow::anyhow!("unknown ggml type {t:?}"))
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
+            if elements == 0 || reps == 0 {
+                return Err(Usage("--elements and --reps must be at least 1".into()).into());
+            }
+            let mut only = Vec::new();
+            for t in &types {
+                let ty = gguf::GgmlType::from_name(t)
+                    .ok_or_else(|| Usage(format!("unknown ggml type {t:?}")))?;
+                if !bench::BENCHED.contains(&ty) {
+                    return Err(Usage(format!(
+                        "{ty} cannot be benchmarked (ours vs ggml to_float covers: {})",
+                        bench::BENCHED
+                            .iter()
+                            .map(|t| t.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                    .into());
+                }
+                only.push(ty);
+            }
             let build = llama_runtime::build_info();
             if !json {
                 println!("dequantization throughput, single thread, {elements} elements, median of {reps}");
@@ -125,6 +150,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(BenchCommand::Inspect { files, reps }) => {
+            if files.is_empty() || reps == 0 {
+                return Err(Usage(
+                    "bench inspect needs at least one file and --reps of at least 1".into(),
+                )
+                .into());
+            }
             for f in files {
                 let mut times = Vec::new();
                 for _ in 0..reps.max(1) {
@@ -190,7 +221,7 @@ fn cmd_inspect(file: PathBuf, json: bool, tensors: bool, check: bool) -> anyhow:
                 let head: Vec<&str> = c.unsupported.iter().take(5).map(String::as_str).collect();
                 let more = c.unsupported.len().saturating_sub(head.len());
                 println!(
-                    "check-dequant: {} tensors not verified (unsupported type): {}{}",
+                    "check-dequant: {} tensor(s) not verified (unsupported type): {}{}",
                     c.unsupported.len(),
                     head.join(", "),
                     if more > 0 {

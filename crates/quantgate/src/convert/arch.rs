@@ -1,0 +1,253 @@
+//! Per-architecture conversion tables: HF tensor names → GGUF names, tensors kept in F32,
+//! names dropped, and the hyperparameter keys, per `../shared/docs/llamacpp-spec.md` §4.3.
+//! The verifier reads the same tables, so a mapping is stated once.
+
+use anyhow::{bail, Result};
+
+/// Architectures `convert` handles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// BERT encoders (BertModel; sentence-transformers).
+    Bert,
+    /// Qwen3 (Qwen3Model / Qwen3ForCausalLM; Qwen3-Embedding).
+    Qwen3,
+    /// Qwen2 / Qwen2.5.
+    Qwen2,
+    /// Llama family (SmolLM2).
+    Llama,
+}
+
+impl Arch {
+    /// The arch of config.json's `model_type`.
+    pub fn from_model_type(t: &str) -> Result<Arch> {
+        Ok(match t {
+            "bert" => Arch::Bert,
+            "qwen3" => Arch::Qwen3,
+            "qwen2" => Arch::Qwen2,
+            "llama" => Arch::Llama,
+            other => bail!(
+                "config.json model_type {other:?} is not supported (bert, qwen3, qwen2, llama)"
+            ),
+        })
+    }
+
+    /// `general.architecture` value.
+    pub fn gguf_name(self) -> &'static str {
+        match self {
+            Arch::Bert => "bert",
+            Arch::Qwen3 => "qwen3",
+            Arch::Qwen2 => "qwen2",
+            Arch::Llama => "llama",
+        }
+    }
+}
+
+/// Where one HF tensor goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapped {
+    /// GGUF tensor name, e.g. `blk.0.attn_q.weight`.
+    pub gguf: String,
+    /// Kept in F32 whatever the output type (position/token-type embeddings).
+    pub force_f32: bool,
+}
+
+/// (HF layer-local suffix, GGUF layer-local name) for BERT encoder layers.
+const BERT_LAYER: &[(&str, &str)] = &[
+    ("attention.self.query", "attn_q"),
+    ("attention.self.key", "attn_k"),
+    ("attention.self.value", "attn_v"),
+    ("attention.output.dense", "attn_output"),
+    ("attention.output.LayerNorm", "attn_output_norm"),
+    ("intermediate.dense", "ffn_up"),
+    ("output.dense", "ffn_down"),
+    ("output.LayerNorm", "layer_output_norm"),
+];
+
+/// (HF non-layer module, GGUF name, force F32) for BERT.
+const BERT_GLOBAL: &[(&str, &str, bool)] = &[
+    ("embeddings.word_embeddings", "token_embd", false),
+    ("embeddings.position_embeddings", "position_embd", true),
+    ("embeddings.token_type_embeddings", "token_types", true),
+    ("embeddings.LayerNorm", "token_embd_norm", false),
+];
+
+/// BERT tensors the converter drops.
+const BERT_DROP: &[&str] = &[
+    "embeddings.position_ids",
+    "pooler.",
+    "cls.predictions",
+    "cls.seq_relationship",
+];
+
+/// (HF layer-local suffix, GGUF layer-local name) for llama / qwen2 / qwen3 decoder layers.
+const DECODER_LAYER: &[(&str, &str)] = &[
+    ("input_layernorm", "attn_norm"),
+    ("self_attn.q_proj", "attn_q"),
+    ("self_attn.k_proj", "attn_k"),
+    ("self_attn.v_proj", "attn_v"),
+    ("self_attn.o_proj", "attn_output"),
+    ("self_attn.q_norm", "attn_q_norm"),
+    ("self_attn.k_norm", "attn_k_norm"),
+    ("post_attention_layernorm", "ffn_norm"),
+    ("mlp.gate_proj", "ffn_gate"),
+    ("mlp.up_proj", "ffn_up"),
+    ("mlp.down_proj", "ffn_down"),
+];
+
+/// (HF non-layer module, GGUF name) for decoders.
+const DECODER_GLOBAL: &[(&str, &str)] = &[
+    ("embed_tokens", "token_embd"),
+    ("norm", "output_norm"),
+    ("lm_head", "output"),
+];
+
+/// Decoder tensors the converter drops.
+const DECODER_DROP: &[&str] = &[
+    ".rotary_emb.inv_freq",
+    ".attention.masked_bias",
+    ".attention.bias",
+];
+
+/// Splits `name` into (module, suffix) where suffix is `weight` or `bias` (`gamma`/`beta` are
+/// the old LayerNorm spellings).
+fn split_param(name: &str) -> Option<(&str, &'static str)> {
+    let (module, last) = name.rsplit_once('.')?;
+    let suffix = match last {
+        "weight" | "gamma" => "weight",
+        "bias" | "beta" => "bias",
+        _ => return None,
+    };
+    Some((module, suffix))
+}
+
+/// Maps one HF tensor name. `Ok(None)`: dropped on purpose. `Err`: a tensor this table does not
+/// know — a blocker, never silently skipped.
+pub fn map_tensor(arch: Arch, hf_name: &str) -> Result<Option<Mapped>> {
+    match arch {
+        Arch::Bert => {
+            let name = hf_name.strip_prefix("bert.").unwrap_or(hf_name);
+            if BERT_DROP.iter().any(|d| name.starts_with(d)) {
+                return Ok(None);
+            }
+            let Some((module, suffix)) = split_param(name) else {
+                bail!("tensor {hf_name:?}: not a .weight/.bias parameter");
+            };
+            if let Some((_, g, f32_)) = BERT_GLOBAL.iter().find(|(h, _, _)| *h == module) {
+                return Ok(Some(Mapped {
+                    gguf: format!("{g}.{suffix}"),
+                    force_f32: *f32_,
+                }));
+            }
+            if let Some(rest) = module.strip_prefix("encoder.layer.") {
+                if let Some((n, local)) = rest.split_once('.') {
+                    if let (Ok(n), Some((_, g))) = (
+                        n.parse::<u32>(),
+                        BERT_LAYER.iter().find(|(h, _)| *h == local),
+                    ) {
+                        return Ok(Some(Mapped {
+                            gguf: format!("blk.{n}.{g}.{suffix}"),
+                            force_f32: false,
+                        }));
+                    }
+                }
+            }
+            bail!("tensor {hf_name:?} has no GGUF name in the bert table")
+        }
+        Arch::Qwen3 | Arch::Qwen2 | Arch::Llama => {
+            if DECODER_DROP.iter().any(|d| hf_name.ends_with(d)) {
+                return Ok(None);
+            }
+            let name = hf_name.strip_prefix("model.").unwrap_or(hf_name);
+            let Some((module, suffix)) = split_param(name) else {
+                bail!("tensor {hf_name:?}: not a .weight/.bias parameter");
+            };
+            if let Some((_, g)) = DECODER_GLOBAL.iter().find(|(h, _)| *h == module) {
+                return Ok(Some(Mapped {
+                    gguf: format!("{g}.{suffix}"),
+                    force_f32: false,
+                }));
+            }
+            if let Some(rest) = module.strip_prefix("layers.") {
+                if let Some((n, local)) = rest.split_once('.') {
+                    let known = DECODER_LAYER.iter().find(|(h, _)| *h == local);
+                    let qk_norm_ok = arch == Arch::Qwen3
+                        || !local.ends_with("_norm")
+                        || !local.starts_with("self_attn");
+                    if let (Ok(n), Some((_, g)), true) = (n.parse::<u32>(), known, qk_norm_ok) {
+                        return Ok(Some(Mapped {
+                            gguf: format!("blk.{n}.{g}.{suffix}"),
+                            force_f32: false,
+                        }));
+                    }
+                }
+            }
+            bail!(
+                "tensor {hf_name:?} has no GGUF name in the {} table",
+                arch.gguf_name()
+            )
+        }
+    }
+}
+
+/// Whether a tensor is stored in F32 whatever the output type (convert_hf_to_gguf.py's
+/// `prepare_tensors` rule): 1-D tensors, `*_norm.weight`, forced tensors, and every name not
+/// ending in `.weight` (so all biases).
+pub fn keep_f32(gguf_name: &str, n_dims: usize, force_f32: bool) -> bool {
+    n_dims <= 1
+        || force_f32
+        || gguf_name.ends_with("_norm.weight")
+        || !gguf_name.ends_with(".weight")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bert_and_decoder_names_follow_the_spec_table() {
+        let m = |a, n| map_tensor(a, n).unwrap().map(|m| (m.gguf, m.force_f32));
+        assert_eq!(
+            m(Arch::Bert, "embeddings.word_embeddings.weight"),
+            Some(("token_embd.weight".into(), false))
+        );
+        assert_eq!(
+            m(Arch::Bert, "bert.embeddings.position_embeddings.weight"),
+            Some(("position_embd.weight".into(), true))
+        );
+        assert_eq!(
+            m(Arch::Bert, "embeddings.LayerNorm.gamma"),
+            Some(("token_embd_norm.weight".into(), false))
+        );
+        assert_eq!(
+            m(
+                Arch::Bert,
+                "encoder.layer.5.attention.output.LayerNorm.bias"
+            ),
+            Some(("blk.5.attn_output_norm.bias".into(), false))
+        );
+        assert_eq!(
+            m(Arch::Bert, "encoder.layer.0.output.dense.weight"),
+            Some(("blk.0.ffn_down.weight".into(), false))
+        );
+        assert_eq!(m(Arch::Bert, "pooler.dense.weight"), None);
+        assert_eq!(m(Arch::Bert, "embeddings.position_ids"), None);
+        assert!(map_tensor(Arch::Bert, "encoder.layer.0.mystery.weight").is_err());
+        assert_eq!(
+            m(Arch::Qwen3, "model.layers.3.self_attn.k_norm.weight"),
+            Some(("blk.3.attn_k_norm.weight".into(), false))
+        );
+        assert_eq!(
+            m(Arch::Qwen3, "layers.0.mlp.gate_proj.weight"),
+            Some(("blk.0.ffn_gate.weight".into(), false))
+        );
+        assert_eq!(
+            m(Arch::Llama, "lm_head.weight"),
+            Some(("output.weight".into(), false))
+        );
+        assert!(map_tensor(Arch::Llama, "model.layers.0.self_attn.q_norm.weight").is_err());
+        assert!(keep_f32("blk.0.attn_q.bias", 1, false));
+        assert!(keep_f32("blk.0.attn_norm.weight", 1, false));
+        assert!(keep_f32("position_embd.weight", 2, true));
+        assert!(!keep_f32("blk.0.attn_q.weight", 2, false));
+    }
+}

@@ -1,0 +1,200 @@
+//! Reading an HF checkpoint folder: config.json, tokenizer files and (sharded) safetensors,
+//! memory-mapped so a conversion holds at most one converted tensor in memory.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::Value;
+
+/// Source dtypes a conversion reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceDtype {
+    F32,
+    F16,
+    BF16,
+}
+
+/// One tensor of the checkpoint.
+#[derive(Clone, Debug)]
+pub struct SourceTensor {
+    /// HF name, e.g. `encoder.layer.0.attention.self.query.weight`.
+    pub name: String,
+    /// Stored dtype.
+    pub dtype: SourceDtype,
+    /// Numpy-order shape (rows first).
+    pub shape: Vec<usize>,
+    file: usize,
+    start: usize,
+    end: usize,
+}
+
+impl SourceTensor {
+    /// Number of elements.
+    pub fn n_elements(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// An HF model folder.
+pub struct HfDir {
+    /// The folder.
+    pub dir: PathBuf,
+    /// config.json.
+    pub config: Value,
+    /// tokenizer_config.json (empty object when absent).
+    pub tokenizer_config: Value,
+    /// Tensors in checkpoint order: shard files sorted by name, each in data-offset order.
+    pub tensors: Vec<SourceTensor>,
+    files: Vec<(PathBuf, memmap2::Mmap)>,
+}
+
+/// Reads a JSON file, naming it in errors.
+pub fn read_json(path: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{}: invalid JSON", path.display()))
+}
+
+impl HfDir {
+    /// Opens `dir`. With `with_weights` false only the config and tokenizer files are read
+    /// (vocab-only conversion).
+    ///
+    /// Errors: missing config.json, unreadable or malformed safetensors (naming the file and
+    /// field), a weight map that names missing shards, unsupported dtypes.
+    pub fn open(dir: &Path, with_weights: bool) -> Result<HfDir> {
+        let config = read_json(&dir.join("config.json"))?;
+        let tc_path = dir.join("tokenizer_config.json");
+        let tokenizer_config = if tc_path.exists() {
+            read_json(&tc_path)?
+        } else {
+            Value::Object(Default::default())
+        };
+        let mut h = HfDir {
+            dir: dir.to_path_buf(),
+            config,
+            tokenizer_config,
+            tensors: Vec::new(),
+            files: Vec::new(),
+        };
+        if with_weights {
+            h.load_safetensors()?;
+        }
+        Ok(h)
+    }
+
+    fn load_safetensors(&mut self) -> Result<()> {
+        let index = self.dir.join("model.safetensors.index.json");
+        let mut names: Vec<String> = if index.exists() {
+            let v = read_json(&index)?;
+            let map = v["weight_map"].as_object().ok_or_else(|| {
+                anyhow!(
+                    "{}: field weight_map missing or not an object",
+                    index.display()
+                )
+            })?;
+            map.values()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect()
+        } else if self.dir.join("model.safetensors").exists() {
+            vec!["model.safetensors".into()]
+        } else {
+            bail!(
+                "{}: no model.safetensors or model.safetensors.index.json",
+                self.dir.display()
+            );
+        };
+        names.sort();
+        names.dedup();
+        let mut seen = HashMap::new();
+        for (fi, name) in names.iter().enumerate() {
+            let path = self.dir.join(name);
+            let file = File::open(&path)
+                .with_context(|| format!("{}: cannot open shard", path.display()))?;
+            // SAFETY: read-only map of a file we do not modify.
+            let map = unsafe { memmap2::Mmap::map(&file) }
+                .with_context(|| format!("{}: cannot map", path.display()))?;
+            let (header_len, meta) = safetensors::SafeTensors::read_metadata(&map)
+                .map_err(|e| anyhow!("{}: invalid safetensors header: {e}", path.display()))?;
+            let base = 8 + header_len;
+            let mut list: Vec<SourceTensor> = Vec::new();
+            for (tname, info) in meta.tensors() {
+                let dtype = match info.dtype {
+                    safetensors::Dtype::F32 => SourceDtype::F32,
+                    safetensors::Dtype::F16 => SourceDtype::F16,
+                    safetensors::Dtype::BF16 => SourceDtype::BF16,
+                    other => bail!(
+                        "{}: tensor {tname:?} has dtype {other:?}; supported: F32, F16, BF16",
+                        path.display()
+                    ),
+                };
+                let (s, e) = info.data_offsets;
+                if base + e > map.len() {
+                    bail!(
+                        "{}: tensor {tname:?} data_offsets end {e} beyond the file",
+                        path.display()
+                    );
+                }
+                if let Some(prev) = seen.insert(tname.clone(), name.clone()) {
+                    bail!("tensor {tname:?} appears in both {prev} and {name}");
+                }
+                list.push(SourceTensor {
+                    name: tname.clone(),
+                    dtype,
+                    shape: info.shape.clone(),
+                    file: fi,
+                    start: base + s,
+                    end: base + e,
+                });
+            }
+            list.sort_by_key(|t| t.start);
+            self.tensors.extend(list);
+            self.files.push((path, map));
+        }
+        Ok(())
+    }
+
+    /// The stored bytes of `t`.
+    pub fn bytes(&self, t: &SourceTensor) -> &[u8] {
+        &self.files[t.file].1[t.start..t.end]
+    }
+
+    /// The shard file holding `t`.
+    pub fn file_of(&self, t: &SourceTensor) -> &Path {
+        &self.files[t.file].0
+    }
+
+    /// The values of `t` as f32 (exact for F32, F16 and BF16 sources).
+    pub fn to_f32(&self, t: &SourceTensor) -> Vec<f32> {
+        let b = self.bytes(t);
+        match t.dtype {
+            SourceDtype::F32 => b
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+            SourceDtype::F16 => b
+                .chunks_exact(2)
+                .map(|c| gguf::dequant::f16_to_f32(u16::from_le_bytes([c[0], c[1]])))
+                .collect(),
+            SourceDtype::BF16 => b
+                .chunks_exact(2)
+                .map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16))
+                .collect(),
+        }
+    }
+
+    /// An integer from config.json (also looked up under `text_config`).
+    pub fn config_u64(&self, key: &str) -> Option<u64> {
+        self.config[key]
+            .as_u64()
+            .or_else(|| self.config["text_config"][key].as_u64())
+    }
+
+    /// A float from config.json.
+    pub fn config_f64(&self, key: &str) -> Option<f64> {
+        self.config[key]
+            .as_f64()
+            .or_else(|| self.config["text_config"][key].as_f64())
+    }
+}

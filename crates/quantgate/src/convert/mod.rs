@@ -1,0 +1,440 @@
+//! `quantgate convert`: HF checkpoint folder → GGUF, as llama.cpp's convert_hf_to_gguf.py
+//! would write it (keys, names, F32-kept tensors, tokenizer metadata), streaming one tensor at a
+//! time. Data flows one way: read (hf) → plan (arch table) → write (gguf writer).
+
+pub mod arch;
+pub mod hf;
+pub mod tokenizer;
+pub mod vocab;
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use gguf::{GgmlType, GgufWriter, TensorData, TensorEntry, Value, ValueType};
+use serde::Serialize;
+
+use arch::Arch;
+use hf::HfDir;
+use reference::pooling::Pooling;
+
+/// `--outtype`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum OutType {
+    F32,
+    F16,
+    BF16,
+    Q8_0,
+    /// First ≥2-D source tensor: BF16 → BF16, F16 → F16, else F16 (convert_hf_to_gguf.py).
+    Auto,
+}
+
+impl OutType {
+    /// Parses `f32|f16|bf16|q8_0|auto`.
+    pub fn parse(s: &str) -> Result<OutType> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "f32" => OutType::F32,
+            "f16" => OutType::F16,
+            "bf16" => OutType::BF16,
+            "q8_0" => OutType::Q8_0,
+            "auto" => OutType::Auto,
+            other => bail!("--outtype {other:?}: expected f32, f16, bf16, q8_0 or auto"),
+        })
+    }
+
+    fn ggml(self) -> GgmlType {
+        match self {
+            OutType::F32 => GgmlType::F32,
+            OutType::F16 | OutType::Auto => GgmlType::F16,
+            OutType::BF16 => GgmlType::BF16,
+            OutType::Q8_0 => GgmlType::Q8_0,
+        }
+    }
+
+    /// `general.file_type` (llama.h `LLAMA_FTYPE_*`).
+    fn file_type(self) -> u32 {
+        match self {
+            OutType::F32 => 0,
+            OutType::F16 | OutType::Auto => 1,
+            OutType::Q8_0 => 7,
+            OutType::BF16 => 32,
+        }
+    }
+}
+
+/// One planned output tensor.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlannedTensor {
+    /// HF source name.
+    pub hf_name: String,
+    /// GGUF name.
+    pub gguf_name: String,
+    /// Stored type.
+    pub ggml_type: String,
+    /// GGUF `ne` (row length first).
+    pub ne: Vec<u64>,
+    /// Why the type differs from the outtype, if it does.
+    pub rule: String,
+}
+
+/// Options of a conversion.
+#[derive(Clone, Debug)]
+pub struct ConvertOptions {
+    /// Output type.
+    pub outtype: OutType,
+    /// Write only the tokenizer and hyperparameters (no tensors).
+    pub vocab_only: bool,
+}
+
+/// What a conversion did.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConvertReport {
+    /// Output file.
+    pub output: String,
+    /// `general.architecture`.
+    pub arch: String,
+    /// Resolved output type.
+    pub outtype: OutType,
+    /// Tensors written, in order.
+    pub tensors: Vec<PlannedTensor>,
+    /// Tokenizer facts: model, pre, probe hash, special ids, add flags.
+    pub tokenizer: serde_json::Value,
+    /// Reported disagreements and lossy-but-allowed events (e.g. f16 underflow to zero).
+    pub notes: Vec<String>,
+    /// Output size in bytes.
+    pub file_bytes: u64,
+    /// Wall time in seconds.
+    pub seconds: f64,
+}
+
+/// Reads config.json's `model_type`.
+pub fn arch_of(hf: &HfDir) -> Result<Arch> {
+    let t = hf.config["model_type"]
+        .as_str()
+        .ok_or_else(|| anyhow!("{}: config.json has no model_type", hf.dir.display()))?;
+    Arch::from_model_type(t).with_context(|| format!("{}", hf.dir.join("config.json").display()))
+}
+
+/// Plans the tensors of `hf` for `outtype`: names, types, shapes, in checkpoint order.
+///
+/// Errors: a source tensor the arch table does not know, or two mapping to one GGUF name.
+pub fn plan(hf: &HfDir, arch: Arch, outtype: OutType) -> Result<Vec<(usize, PlannedTensor)>> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, t) in hf.tensors.iter().enumerate() {
+        let Some(m) =
+            arch::map_tensor(arch, &t.name).with_context(|| hf.file_of(t).display().to_string())?
+        else {
+            continue;
+        };
+        if !seen.insert(m.gguf.clone()) {
+            bail!("two source tensors map to {}", m.gguf);
+        }
+        let ne: Vec<u64> = t.shape.iter().rev().map(|d| *d as u64).collect();
+        let (ty, rule) = if arch::keep_f32(&m.gguf, ne.len(), m.force_f32) {
+            (
+                GgmlType::F32,
+                "kept F32 (1-D, norm, bias or forced)".to_string(),
+            )
+        } else if outtype == OutType::Q8_0 && !ne[0].is_multiple_of(32) {
+            (
+                GgmlType::F16,
+                format!(
+                    "Q8_0 fallback to F16: row length {} not a multiple of 32",
+                    ne[0]
+                ),
+            )
+        } else {
+            (outtype.ggml(), String::new())
+        };
+        out.push((
+            i,
+            PlannedTensor {
+                hf_name: t.name.clone(),
+                gguf_name: m.gguf,
+                ggml_type: ty.to_string(),
+                ne,
+                rule,
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// Resolves `auto` from the first source tensor with ≥ 2 dims.
+pub fn resolve_outtype(hf: &HfDir, outtype: OutType) -> OutType {
+    if outtype != OutType::Auto {
+        return outtype;
+    }
+    match hf
+        .tensors
+        .iter()
+        .find(|t| t.shape.len() >= 2)
+        .map(|t| t.dtype)
+    {
+        Some(hf::SourceDtype::BF16) => OutType::BF16,
+        _ => OutType::F16,
+    }
+}
+
+/// Converts the HF folder `dir` to `out` (written atomically).
+///
+/// Errors: anything that would make the file wrong — unknown architecture or tensor, a
+/// tokenizer case GGUF cannot express, f16 overflow — each naming the file and field.
+pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertReport> {
+    let t0 = Instant::now();
+    let hf = HfDir::open(dir, !opts.vocab_only)?;
+    let arch = arch_of(&hf)?;
+    let outtype = if opts.vocab_only {
+        opts.outtype
+    } else {
+        resolve_outtype(&hf, opts.outtype)
+    };
+    let tok = tokenizer::load(dir)?;
+    let vocab = vocab::build(&tok.json, &hf.tokenizer_config, &hf.config, &tok.tokenizer)
+        .with_context(|| format!("{}: tokenizer", dir.display()))?;
+    if !vocab.blockers.is_empty() {
+        bail!(
+            "{}: the tokenizer cannot be expressed in GGUF: {}",
+            dir.display(),
+            vocab.blockers.join("; ")
+        );
+    }
+    let pooling = Pooling::from_sentence_transformers(dir)?;
+    let mut notes = vocab.notes.clone();
+    notes.extend(tok.notes.iter().cloned());
+
+    let mut w = GgufWriter::new();
+    for (k, v) in metadata(&hf, arch, outtype, pooling, &vocab) {
+        w.add_kv(k, v);
+    }
+    let planned = if opts.vocab_only {
+        Vec::new()
+    } else {
+        plan(&hf, arch, outtype)?
+    };
+    let underflow: Rc<RefCell<Vec<(String, usize)>>> = Rc::default();
+    for (i, p) in &planned {
+        let src = &hf.tensors[*i];
+        let ty = GgmlType::from_name(&p.ggml_type).expect("planned type");
+        let hf_ref = &hf;
+        let name = p.gguf_name.clone();
+        let uf = underflow.clone();
+        w.add_tensor(TensorEntry {
+            name: p.gguf_name.clone(),
+            ggml_type: ty,
+            dims: p.ne.clone(),
+            data: TensorData::Deferred(Box::new(move |out| {
+                let x = hf_ref.to_f32(src);
+                let mut buf = Vec::new();
+                match ty {
+                    GgmlType::F32 => buf.extend(x.iter().flat_map(|v| v.to_le_bytes())),
+                    GgmlType::F16 => {
+                        let (overflow, zeroed) = f16_range(&x);
+                        if overflow > 0 {
+                            return Err(std::io::Error::other(format!(
+                                "tensor {name}: {overflow} finite values exceed the f16 range (|x| > 65504); \
+                                 refusing to write inf — use --outtype f32 or bf16"
+                            )));
+                        }
+                        if zeroed > 0 {
+                            uf.borrow_mut().push((name.clone(), zeroed));
+                        }
+                        gguf::quant::encode_f16(&x, &mut buf);
+                    }
+                    GgmlType::BF16 => gguf::quant::encode_bf16(&x, &mut buf),
+                    GgmlType::Q8_0 => gguf::quant::quantize_q8_0(&x, &mut buf),
+                    other => return Err(std::io::Error::other(format!("no encoder for {other}"))),
+                }
+                out.write_all(&buf)
+            })),
+        });
+    }
+    let summary = w
+        .write_to_path(out)
+        .map_err(|e| anyhow!("{}: {e}", out.display()))?;
+    for (name, n) in underflow.borrow().iter() {
+        notes.push(format!(
+            "{name}: {n} non-zero values are below the f16 range and became zero"
+        ));
+    }
+    Ok(ConvertReport {
+        output: out.display().to_string(),
+        arch: arch.gguf_name().into(),
+        outtype,
+        tensors: planned.into_iter().map(|(_, p)| p).collect(),
+        tokenizer: serde_json::json!({
+            "model": vocab.model,
+            "pre": vocab.pre,
+            "probe_hash": vocab.probe_hash,
+            "special": vocab.special,
+            "add": vocab.add,
+            "n_tokens": vocab.tokens.len(),
+        }),
+        notes,
+        file_bytes: summary.file_bytes,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// (overflow, underflow) counts of an f32 → f16 conversion: finite values that would become
+/// ±inf, and non-zero values that would become ±0.
+pub fn f16_range(x: &[f32]) -> (usize, usize) {
+    let mut overflow = 0;
+    let mut zeroed = 0;
+    for v in x {
+        let h = gguf::quant::f32_to_f16_bits(*v) & 0x7fff;
+        if v.is_finite() && h == 0x7c00 {
+            overflow += 1;
+        } else if *v != 0.0 && h == 0 {
+            zeroed += 1;
+        }
+    }
+    (overflow, zeroed)
+}
+
+/// The GGUF metadata in convert_hf_to_gguf.py's order: general, hyperparameters ending with
+/// `general.file_type`, arch extras, quantization version, tokenizer.
+pub fn metadata(
+    hf: &HfDir,
+    arch: Arch,
+    outtype: OutType,
+    pooling: Option<Pooling>,
+    vocab: &vocab::Vocab,
+) -> Vec<(String, Value)> {
+    let a = arch.gguf_name();
+    let mut kv: Vec<(String, Value)> = Vec::new();
+    let mut put = |k: String, v: Value| kv.push((k, v));
+    put("general.architecture".into(), Value::string(a));
+    put("general.type".into(), Value::string("model"));
+    let name = hf
+        .dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if !name.is_empty() {
+        put("general.name".into(), Value::string(name));
+    }
+    let u32_of = |k: &str| hf.config_u64(k).map(|v| Value::U32(v as u32));
+    let f32_of = |k: &str| hf.config_f64(k).map(|v| Value::F32(v as f32));
+    let rows: [(&str, Option<Value>); 10] = [
+        ("block_count", u32_of("num_hidden_layers")),
+        ("context_length", u32_of("max_position_embeddings")),
+        ("embedding_length", u32_of("hidden_size")),
+        ("feed_forward_length", u32_of("intermediate_size")),
+        ("attention.head_count", u32_of("num_attention_heads")),
+        ("attention.head_count_kv", u32_of("num_key_value_heads")),
+        ("rope.freq_base", f32_of("rope_theta")),
+        ("attention.layer_norm_rms_epsilon", f32_of("rms_norm_eps")),
+        ("attention.layer_norm_epsilon", f32_of("layer_norm_eps")),
+        ("attention.key_length", u32_of("head_dim")),
+    ];
+    for (k, v) in rows {
+        if let Some(v) = v {
+            put(format!("{a}.{k}"), v.clone());
+            if k == "attention.key_length" {
+                put(format!("{a}.attention.value_length"), v);
+            }
+        }
+    }
+    put("general.file_type".into(), Value::U32(outtype.file_type()));
+    match arch {
+        Arch::Bert => {
+            put(format!("{a}.attention.causal"), Value::Bool(false));
+            if let Some(p) = pooling {
+                put(format!("{a}.pooling_type"), Value::U32(p.llama_id()));
+            }
+        }
+        Arch::Qwen2 | Arch::Qwen3 => {
+            if let Some(p) = pooling {
+                put(format!("{a}.pooling_type"), Value::U32(p.llama_id()));
+            }
+        }
+        Arch::Llama => {
+            if let Some(v) = u32_of("vocab_size") {
+                put(format!("{a}.vocab_size"), v);
+            }
+            let heads = hf.config_u64("num_attention_heads").unwrap_or(1).max(1);
+            let rope_dim = hf
+                .config_u64("head_dim")
+                .or_else(|| hf.config_u64("hidden_size").map(|h| h / heads));
+            if let Some(d) = rope_dim {
+                put(format!("{a}.rope.dimension_count"), Value::U32(d as u32));
+            }
+        }
+    }
+    put("general.quantization_version".into(), Value::U32(2));
+    if let Some(n) = vocab.token_type_count {
+        put("tokenizer.ggml.token_type_count".into(), Value::U32(n));
+    }
+    put(
+        "tokenizer.ggml.model".into(),
+        Value::string(vocab.model.clone()),
+    );
+    put(
+        "tokenizer.ggml.pre".into(),
+        Value::string(vocab.pre.clone()),
+    );
+    put(
+        "tokenizer.ggml.tokens".into(),
+        Value::Array(
+            ValueType::String,
+            vocab
+                .tokens
+                .iter()
+                .map(|t| Value::string(t.clone()))
+                .collect(),
+        ),
+    );
+    put(
+        "tokenizer.ggml.token_type".into(),
+        Value::Array(
+            ValueType::I32,
+            vocab.token_types.iter().map(|t| Value::I32(*t)).collect(),
+        ),
+    );
+    if !vocab.merges.is_empty() {
+        put(
+            "tokenizer.ggml.merges".into(),
+            Value::Array(
+                ValueType::String,
+                vocab
+                    .merges
+                    .iter()
+                    .map(|m| Value::string(m.clone()))
+                    .collect(),
+            ),
+        );
+    }
+    for kind in vocab::SPECIAL_ORDER {
+        if let Some(id) = vocab.special.get(kind) {
+            put(vocab::special_key(kind), Value::U32(*id));
+        }
+    }
+    for kind in ["bos", "eos", "sep"] {
+        if let Some(b) = vocab.add.get(kind) {
+            put(format!("tokenizer.ggml.add_{kind}_token"), Value::Bool(*b));
+        }
+    }
+    if let Some(b) = vocab.add_space_prefix {
+        put("tokenizer.ggml.add_space_prefix".into(), Value::Bool(b));
+    }
+    if let Some(t) = &vocab.chat_template {
+        put("tokenizer.chat_template".into(), Value::string(t.clone()));
+    }
+    kv
+}
+
+/// Default output path next to nothing in particular: `<dir name>-<outtype>.gguf`.
+pub fn default_output(dir: &Path, outtype: OutType) -> PathBuf {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    PathBuf::from(format!(
+        "{name}-{}.gguf",
+        format!("{outtype:?}").to_lowercase()
+    ))
+}

@@ -1,0 +1,424 @@
+//! Tokenizer metadata for GGUF, derived from tokenizer.json, tokenizer_config.json and
+//! config.json the way convert_hf_to_gguf.py and gguf-py's `SpecialVocab` do
+//! (`../shared/docs/llamacpp-spec.md` §4.2): tokens by id, token types, merges, the
+//! pre-tokenizer name from the probe-hash table, special ids, and add_bos/add_eos derived from
+//! the post-processor template — with every disagreement between the sources reported.
+
+use std::collections::BTreeMap;
+
+use anyhow::{anyhow, bail, Result};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use reference::tokenizer::HfTokenizer;
+
+/// GGUF token types (llama.h `llama_token_type`).
+pub mod token_type {
+    pub const NORMAL: i32 = 1;
+    pub const CONTROL: i32 = 3;
+    pub const USER_DEFINED: i32 = 4;
+    pub const UNUSED: i32 = 5;
+}
+
+/// The probe string and hash → name table of `get_vocab_base_pre`, as data
+/// (`data/pre_tokenizer_hashes.json`, read from llama.cpp's conversion/base.py).
+const PRE_TABLE_JSON: &str = include_str!("../../data/pre_tokenizer_hashes.json");
+
+/// The pre-tokenizer probe text (`chktxt`).
+pub fn chktxt() -> String {
+    let v: Value = serde_json::from_str(PRE_TABLE_JSON).expect("embedded table is valid JSON");
+    v["chktxt"].as_str().expect("chktxt").to_string()
+}
+
+/// `tokenizer.ggml.pre` for a probe hash: the last matching row wins, as in the original chain
+/// of independent `if`s.
+pub fn pre_name_for_hash(hash: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(PRE_TABLE_JSON).expect("embedded table is valid JSON");
+    v["table"]
+        .as_array()?
+        .iter()
+        .rfind(|row| row[0].as_str() == Some(hash))
+        .and_then(|row| row[1].as_str().map(String::from))
+}
+
+/// sha256 of Python's `str(ids)` (`[1, 2, 3]`) for the probe text encoded with
+/// add_special_tokens = true.
+pub fn probe_hash(tok: &HfTokenizer) -> Result<String> {
+    let ids = tok.encode(&chktxt(), true).map_err(|e| anyhow!("{e}"))?;
+    let repr = format!(
+        "[{}]",
+        ids.iter()
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(Sha256::digest(repr.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// Tokenizer metadata ready to write.
+#[derive(Clone, Debug, Default)]
+pub struct Vocab {
+    /// `tokenizer.ggml.model`: `gpt2` (byte-level BPE) or `bert` (WordPiece).
+    pub model: String,
+    /// `tokenizer.ggml.pre`.
+    pub pre: String,
+    /// The probe hash `pre` was looked up by.
+    pub probe_hash: String,
+    /// Token strings by id.
+    pub tokens: Vec<String>,
+    /// Token types by id.
+    pub token_types: Vec<i32>,
+    /// BPE merges (`"a b"`).
+    pub merges: Vec<String>,
+    /// Special ids by gguf-py name: bos, eos, eot, unk, sep, pad, mask.
+    pub special: BTreeMap<&'static str, u32>,
+    /// add_bos / add_eos / add_sep flags that were decided (absent ones are not written).
+    pub add: BTreeMap<&'static str, bool>,
+    /// `tokenizer.ggml.add_space_prefix`, from tokenizer_config `add_prefix_space`.
+    pub add_space_prefix: Option<bool>,
+    /// `tokenizer.chat_template`.
+    pub chat_template: Option<String>,
+    /// `tokenizer.ggml.token_type_count` (bert).
+    pub token_type_count: Option<u32>,
+    /// Disagreements between the sources, reported (not fatal).
+    pub notes: Vec<String>,
+    /// Cases GGUF cannot express: the conversion must stop.
+    pub blockers: Vec<String>,
+}
+
+/// Order in which gguf-py writes special ids.
+pub const SPECIAL_ORDER: &[&str] = &["bos", "eos", "eot", "unk", "sep", "pad", "mask"];
+
+/// GGUF key of a special id (gguf-py spells the separator `seperator`).
+pub fn special_key(kind: &str) -> String {
+    match kind {
+        "unk" => "tokenizer.ggml.unknown_token_id".into(),
+        "sep" => "tokenizer.ggml.seperator_token_id".into(),
+        "pad" => "tokenizer.ggml.padding_token_id".into(),
+        other => format!("tokenizer.ggml.{other}_token_id"),
+    }
+}
+
+fn looks_special(t: &str) -> bool {
+    (t.starts_with("<|") && t.ends_with("|>"))
+        || (t.starts_with("<｜") && t.ends_with("｜>"))
+        || matches!(t, "<pad>" | "<mask>" | "<2mass>" | "[@BOS@]")
+        || (t.starts_with("<unused") && t.ends_with('>'))
+}
+
+/// Content of a tokenizer_config special entry (a string or `{content: …}`).
+fn entry_content(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(o) => o.get("content").and_then(|c| c.as_str()).map(String::from),
+        _ => None,
+    }
+}
+
+/// Builds the vocabulary. `tj` is tokenizer.json, `tc` tokenizer_config.json (may be empty),
+/// `config` config.json; `tok` is the same tokenizer loaded by the `tokenizers` crate.
+///
+/// Errors: a tokenizer model other than BPE/WordPiece, or a probe hash missing from the table.
+pub fn build(tj: &Value, tc: &Value, config: &Value, tok: &HfTokenizer) -> Result<Vocab> {
+    let mut v = Vocab::default();
+    let model_type = tj["model"]["type"].as_str().unwrap_or("");
+    v.model = match model_type {
+        "BPE" => "gpt2".into(),
+        "WordPiece" => "bert".into(),
+        other => bail!("tokenizer.json model.type {other:?} is not supported (BPE, WordPiece)"),
+    };
+
+    // Tokens by id: the model vocab plus added tokens.
+    let mut by_id: BTreeMap<u32, String> = BTreeMap::new();
+    if let Some(vocab) = tj["model"]["vocab"].as_object() {
+        for (t, id) in vocab {
+            let id = id
+                .as_u64()
+                .ok_or_else(|| anyhow!("tokenizer.json model.vocab[{t:?}] is not an id"))?;
+            by_id.insert(id as u32, t.clone());
+        }
+    }
+    let added: Vec<&Value> = tj["added_tokens"]
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    let mut added_special: BTreeMap<u32, bool> = BTreeMap::new();
+    for a in &added {
+        let id = a["id"]
+            .as_u64()
+            .ok_or_else(|| anyhow!("tokenizer.json added_tokens entry without id"))?
+            as u32;
+        let content = a["content"].as_str().unwrap_or("").to_string();
+        by_id.insert(id, content);
+        added_special.insert(id, a["special"].as_bool().unwrap_or(false));
+    }
+    let max_id = by_id
+        .keys()
+        .last()
+        .copied()
+        .map(|m| m as u64 + 1)
+        .unwrap_or(0);
+    let n_vocab = config["vocab_size"].as_u64().unwrap_or(max_id).max(max_id);
+    if let Some(cv) = config["vocab_size"].as_u64() {
+        if cv < max_id {
+            v.notes.push(format!(
+                "config.json vocab_size {cv} < tokenizer ids ({max_id}); using {max_id}"
+            ));
+        }
+    }
+    for i in 0..n_vocab as u32 {
+        match by_id.get(&i) {
+            None => {
+                v.tokens.push(format!("[PAD{i}]"));
+                v.token_types.push(token_type::UNUSED);
+            }
+            Some(t) => {
+                let (text, ty) = match added_special.get(&i) {
+                    Some(special) if *special || looks_special(t) => {
+                        (t.clone(), token_type::CONTROL)
+                    }
+                    Some(_) => (t.replace('\u{2581}', " "), token_type::USER_DEFINED),
+                    None => (t.clone(), token_type::NORMAL),
+                };
+                v.tokens.push(text);
+                v.token_types.push(ty);
+            }
+        }
+    }
+    if v.model == "bert" {
+        // Phantom-space form: CONTROL as is, "##x" → "x", every other x → "▁x".
+        for (t, ty) in v.tokens.iter_mut().zip(&v.token_types) {
+            if *ty != token_type::CONTROL {
+                *t = match t.strip_prefix("##") {
+                    Some(rest) => rest.to_string(),
+                    None => format!("\u{2581}{t}"),
+                };
+            }
+        }
+        v.token_type_count = Some(config["type_vocab_size"].as_u64().unwrap_or(1) as u32);
+    } else if let Some(merges) = tj["model"]["merges"].as_array() {
+        for m in merges {
+            match m {
+                Value::String(s) => v.merges.push(s.clone()),
+                Value::Array(p) if p.len() == 2 => {
+                    let part = |x: &Value| x.as_str().unwrap_or("").replace(' ', "\u{0120}");
+                    v.merges.push(format!("{} {}", part(&p[0]), part(&p[1])));
+                }
+                other => {
+                    bail!("tokenizer.json model.merges entry {other} is neither \"a b\" nor [a, b]")
+                }
+            }
+        }
+    }
+
+    // Pre-tokenizer from the probe hash.
+    v.probe_hash = probe_hash(tok)?;
+    v.pre = pre_name_for_hash(&v.probe_hash).ok_or_else(|| {
+        anyhow!(
+            "BPE pre-tokenizer was not recognized: probe hash {} is not in llama.cpp's table \
+             (tokenizer.ggml.pre cannot be chosen)",
+            v.probe_hash
+        )
+    })?;
+
+    special_tokens(&mut v, tj, tc, config, &added, n_vocab)?;
+    v.add_space_prefix = tc["add_prefix_space"].as_bool();
+    v.chat_template = tc["chat_template"].as_str().map(String::from);
+    Ok(v)
+}
+
+fn special_tokens(
+    v: &mut Vocab,
+    tj: &Value,
+    tc: &Value,
+    config: &Value,
+    added: &[&Value],
+    n_vocab: u64,
+) -> Result<()> {
+    let id_of = |content: &str| -> Option<u32> {
+        added
+            .iter()
+            .find(|a| a["content"].as_str() == Some(content))
+            .and_then(|a| a["id"].as_u64())
+            .map(|i| i as u32)
+    };
+    let mut content: BTreeMap<&str, String> = BTreeMap::new();
+    for kind in ["bos", "eos", "unk", "sep", "pad", "cls", "mask"] {
+        if let Some(c) = entry_content(&tc[format!("{kind}_token")]) {
+            content.insert(kind, c);
+        }
+    }
+    if !content.contains_key("bos") {
+        if let Some(c) = content.get("cls").cloned() {
+            content.insert("bos", c);
+        }
+    }
+    if !content.contains_key("eos") {
+        if let Some(c) = content.get("sep").cloned() {
+            content.insert("eos", c);
+        }
+    }
+
+    // Post-processor templates (also inside a Sequence).
+    let pp = &tj["post_processor"];
+    let processors: Vec<&Value> = match pp["processors"].as_array() {
+        Some(list) => list.iter().collect(),
+        None => vec![pp],
+    };
+    let mut template_eos: Option<String> = None;
+    for p in processors {
+        match p["type"].as_str() {
+            Some("RobertaProcessing") | Some("BertProcessing") => {
+                v.add.insert("bos", true);
+                v.add.insert("eos", true);
+                if p["type"] == "RobertaProcessing" {
+                    v.add.insert("sep", true);
+                }
+            }
+            Some("TemplateProcessing") => {
+                let single: Vec<&Value> = p["single"]
+                    .as_array()
+                    .map(|a| a.iter().collect())
+                    .unwrap_or_default();
+                let special_at = |i: usize| {
+                    single
+                        .get(i)
+                        .and_then(|x| x["SpecialToken"]["id"].as_str())
+                        .map(String::from)
+                };
+                let n_special = single
+                    .iter()
+                    .filter(|x| x.get("SpecialToken").is_some())
+                    .count();
+                if single.len() > 1 {
+                    let first = special_at(0);
+                    let last = special_at(single.len() - 1);
+                    if let Some(f) = &first {
+                        let is_bos = content.get("bos") == Some(f) || content.get("cls") == Some(f);
+                        if !is_bos && content.contains_key("bos") {
+                            v.blockers.push(format!(
+                                "the template prepends {f:?}, which is neither the BOS {:?} nor CLS: llama.cpp can only prepend BOS",
+                                content.get("bos").cloned().unwrap_or_default()
+                            ));
+                        }
+                        content.entry("bos").or_insert_with(|| f.clone());
+                        v.add.insert("bos", true);
+                    }
+                    if let Some(l) = &last {
+                        v.add.insert("eos", true);
+                        template_eos = Some(l.clone());
+                    }
+                    let ends = first.is_some() as usize + last.is_some() as usize;
+                    if n_special > ends {
+                        v.blockers.push(format!(
+                            "the single-sequence template adds {n_special} special tokens; GGUF can express at most a BOS and an EOS"
+                        ));
+                    }
+                }
+                // add_sep from the pair template: a separator between A and B that is sep/eos,
+                // with no trailing special in `single`, or two middle specials.
+                let pair: Vec<&Value> = p["pair"]
+                    .as_array()
+                    .map(|a| a.iter().collect())
+                    .unwrap_or_default();
+                if !pair.is_empty() {
+                    let pos_a = pair.iter().position(|x| x["Sequence"]["id"] == "A");
+                    let pos_b = pair.iter().position(|x| x["Sequence"]["id"] == "B");
+                    if let (Some(a), Some(b)) = (pos_a, pos_b) {
+                        let middle: Vec<String> = pair[a + 1..b]
+                            .iter()
+                            .filter_map(|x| x["SpecialToken"]["id"].as_str().map(String::from))
+                            .collect();
+                        let trailing_single = template_eos.is_some();
+                        let sep_like = middle.len() == 1
+                            && (content.get("sep") == Some(&middle[0])
+                                || content.get("eos") == Some(&middle[0]));
+                        v.add
+                            .insert("sep", (sep_like && !trailing_single) || middle.len() == 2);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(t) = &template_eos {
+        match content.get("eos").cloned() {
+            Some(e) if &e != t => {
+                v.notes.push(format!(
+                    "the post-processor template appends {t:?} but tokenizer_config eos_token is {e:?}: \
+                     EOS is set to the appended token and {e:?} becomes EOT"
+                ));
+                content.insert("eot", e);
+                content.insert("eos", t.clone());
+            }
+            None => {
+                content.insert("eos", t.clone());
+            }
+            _ => {}
+        }
+    }
+    // Explicit booleans in tokenizer_config override the template.
+    for kind in ["bos", "eos", "sep"] {
+        if let Some(b) = tc[format!("add_{kind}_token")].as_bool() {
+            if let Some(t) = v.add.get(kind).copied().filter(|t| *t != b) {
+                v.notes.push(format!(
+                    "tokenizer_config add_{kind}_token = {b} overrides the template ({t}); HF's fast tokenizer follows the template"
+                ));
+            }
+            v.add.insert(kind, b);
+        }
+    }
+    // Ids: a first value wins; ids outside the vocabulary are dropped.
+    for (kind, c) in &content {
+        let Some(kind) = SPECIAL_ORDER.iter().find(|k| *k == kind) else {
+            continue;
+        };
+        match id_of(c) {
+            Some(id) if (id as u64) < n_vocab => {
+                v.special.entry(kind).or_insert(id);
+            }
+            _ => v.notes.push(format!(
+                "{kind}_token {c:?} is not an added token; id not set from tokenizer_config"
+            )),
+        }
+    }
+    // config.json fills kinds not set yet.
+    for kind in ["bos", "eos", "unk", "sep", "pad", "mask"] {
+        let key = format!("{kind}_token_id");
+        let cv = config[&key]
+            .as_u64()
+            .or_else(|| config["text_config"][&key].as_u64());
+        let Some(id) = cv.filter(|i| *i < n_vocab) else {
+            continue;
+        };
+        let kind: &'static str = SPECIAL_ORDER
+            .iter()
+            .find(|k| **k == kind)
+            .expect("known kind");
+        match v.special.get(kind) {
+            None => {
+                v.special.insert(kind, id as u32);
+            }
+            Some(have) if *have as u64 != id => v.notes.push(format!(
+                "config.json {key} = {id} disagrees with the tokenizer's {kind} id {have}; keeping {have}"
+            )),
+            _ => {}
+        }
+    }
+    if v.model == "bert" {
+        // llama.cpp's WPM tokenizer always adds [CLS] … [SEP] and ignores the flags.
+        let cls = content.get("cls").and_then(|c| id_of(c));
+        let sep = content.get("sep").and_then(|c| id_of(c));
+        if v.add.get("bos") != Some(&true) || v.add.get("eos") != Some(&true) {
+            v.blockers.push("WordPiece: llama.cpp always adds CLS and SEP, but the HF template does not add both".into());
+        }
+        if cls.is_none() || sep.is_none() {
+            v.blockers
+                .push("WordPiece: tokenizer_config lacks cls_token or sep_token".into());
+        }
+    }
+    Ok(())
+}
