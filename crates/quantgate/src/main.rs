@@ -37,6 +37,48 @@ enum Command {
         #[arg(long)]
         check_dequant: bool,
     },
+    /// Convert an HF checkpoint folder (config.json, tokenizer, safetensors) to GGUF.
+    Convert {
+        /// The HF folder.
+        hf_dir: PathBuf,
+        /// Output GGUF path (written atomically).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Output type: f32, f16, bf16, q8_0 or auto (BF16 source → bf16, else f16).
+        #[arg(long, default_value = "auto")]
+        outtype: String,
+        /// Write only the tokenizer and hyperparameters (no tensors).
+        #[arg(long)]
+        vocab_only: bool,
+        /// Print the conversion report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify a GGUF against its HF source: three gates, then `GO` or `NO-GO` as the last line
+    /// (exit 0 / 1; 2 for usage or input errors).
+    Verify {
+        /// The HF source folder.
+        #[arg(long)]
+        hf: PathBuf,
+        /// The GGUF file to verify.
+        #[arg(long)]
+        gguf: PathBuf,
+        /// Extra texts for Gate 2, one per line.
+        #[arg(long)]
+        texts: Option<PathBuf>,
+        /// Protocol TOML declaring every threshold under [thresholds].
+        #[arg(long)]
+        protocol: Option<PathBuf>,
+        /// Folder to write report.json and report.md into.
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// Release folder for Gate 3 (sha256 manifest and re-measurement of the shipped file).
+        #[arg(long)]
+        release: Option<PathBuf>,
+        /// llama.cpp threads.
+        #[arg(long, default_value_t = 2)]
+        threads: i32,
+    },
     /// Benchmarks: our figures next to the named peer's (ggml), measured in one run, with ratios.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -94,6 +136,118 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Verify {
+            hf,
+            gguf,
+            texts,
+            protocol,
+            report,
+            release,
+            threads,
+        } => {
+            let opts = quantgate::verify::VerifyOptions {
+                hf_dir: hf,
+                gguf,
+                texts,
+                protocol,
+                release,
+                threads,
+            };
+            let r = quantgate::verify::verify(&opts)?;
+            let dir = report.unwrap_or_else(|| {
+                let stem = opts
+                    .gguf
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                PathBuf::from("out").join(format!("verify-{stem}"))
+            });
+            quantgate::verify::report::write(&dir, &r)?;
+            println!("runtime: {}", r.llama_cpp);
+            println!(
+                "gate 1: {}/{} tensors bit-identical, {}/{} metadata keys match",
+                r.gate1.bit_identical,
+                r.gate1.tensors,
+                r.gate1.metadata_matching,
+                r.gate1.metadata_keys
+            );
+            if let Some(t) = &r.gate2_tokenizer {
+                let modes: Vec<String> = t
+                    .matching_modes
+                    .iter()
+                    .map(|m| {
+                        format!(
+                            "add_special={} parse_special={}",
+                            m.add_special, m.parse_special
+                        )
+                    })
+                    .collect();
+                println!(
+                    "gate 2 tokenizer: {} texts; modes matching HF on every text: [{}]",
+                    t.texts,
+                    modes.join("; ")
+                );
+            }
+            if let Some(v) = &r.gate2_vectors {
+                println!(
+                    "gate 2 vectors: min cosine {:.7} (threshold {}), top-1 identical {}/{}",
+                    v.min_cosine, r.thresholds.min_cosine, v.top1_identical, v.queries
+                );
+            }
+            if let Some(g) = &r.gate3 {
+                println!(
+                    "gate 3: {} files hashed; {} re-measured (load {:.0} ms)",
+                    g.manifest.len(),
+                    g.gguf,
+                    g.load_ms
+                );
+            }
+            for b in &r.blockers {
+                println!(
+                    "blocker: gate {} {} {}: {}",
+                    b.gate, b.code, b.subject, b.detail
+                );
+            }
+            println!("report: {}", dir.display());
+            println!("{}", r.verdict);
+            Ok(if r.verdict == "GO" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Command::Convert {
+            hf_dir,
+            output,
+            outtype,
+            vocab_only,
+            json,
+        } => {
+            let opts = quantgate::convert::ConvertOptions {
+                outtype: quantgate::convert::OutType::parse(&outtype)
+                    .map_err(|e| Usage(e.to_string()))?,
+                vocab_only,
+            };
+            let r = quantgate::convert::convert(&hf_dir, &output, &opts)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                println!(
+                    "converted {} ({}) → {}: {} tensors, {} bytes, {:.2} s",
+                    hf_dir.display(),
+                    r.arch,
+                    r.output,
+                    r.tensors.len(),
+                    r.file_bytes,
+                    r.seconds
+                );
+                println!("tokenizer: {}", r.tokenizer);
+                for n in &r.notes {
+                    println!("note: {n}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Inspect {
             file,
             json,

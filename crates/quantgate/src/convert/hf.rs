@@ -14,6 +14,8 @@ pub enum SourceDtype {
     F32,
     F16,
     BF16,
+    /// Any other dtype (e.g. the I64 `position_ids` buffer): listed, never converted.
+    Other,
 }
 
 /// One tensor of the checkpoint.
@@ -124,10 +126,7 @@ impl HfDir {
                     safetensors::Dtype::F32 => SourceDtype::F32,
                     safetensors::Dtype::F16 => SourceDtype::F16,
                     safetensors::Dtype::BF16 => SourceDtype::BF16,
-                    other => bail!(
-                        "{}: tensor {tname:?} has dtype {other:?}; supported: F32, F16, BF16",
-                        path.display()
-                    ),
+                    _ => SourceDtype::Other,
                 };
                 let (s, e) = info.data_offsets;
                 if base + e > map.len() {
@@ -181,6 +180,8 @@ impl HfDir {
                 .chunks_exact(2)
                 .map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16))
                 .collect(),
+            // plan() refuses to map such tensors.
+            SourceDtype::Other => Vec::new(),
         }
     }
 

@@ -129,6 +129,13 @@ pub fn plan(hf: &HfDir, arch: Arch, outtype: OutType) -> Result<Vec<(usize, Plan
         else {
             continue;
         };
+        if t.dtype == hf::SourceDtype::Other {
+            bail!(
+                "{}: tensor {:?} has a dtype other than F32, F16 or BF16 and cannot be converted",
+                hf.file_of(t).display(),
+                t.name
+            );
+        }
         if !seen.insert(m.gguf.clone()) {
             bail!("two source tensors map to {}", m.gguf);
         }

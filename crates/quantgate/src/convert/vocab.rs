@@ -409,9 +409,19 @@ fn special_tokens(
         }
     }
     if v.model == "bert" {
-        // llama.cpp's WPM tokenizer always adds [CLS] … [SEP] and ignores the flags.
-        let cls = content.get("cls").and_then(|c| id_of(c));
-        let sep = content.get("sep").and_then(|c| id_of(c));
+        // llama.cpp's WPM tokenizer always adds [CLS] (the BOS id) … [SEP] (the SEP id) and
+        // ignores the flags; without tokenizer_config the template names them.
+        let cls = content
+            .get("cls")
+            .and_then(|c| id_of(c))
+            .or_else(|| v.special.get("bos").copied());
+        let sep = content
+            .get("sep")
+            .and_then(|c| id_of(c))
+            .or_else(|| template_eos.as_deref().and_then(id_of));
+        if let Some(sep) = sep {
+            v.special.entry("sep").or_insert(sep);
+        }
         if v.add.get("bos") != Some(&true) || v.add.get("eos") != Some(&true) {
             v.blockers.push("WordPiece: llama.cpp always adds CLS and SEP, but the HF template does not add both".into());
         }

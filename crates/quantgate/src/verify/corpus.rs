@@ -1,0 +1,71 @@
+//! Built-in texts for Gate 2: a tokenizer corpus that hits the hard cases (mixed scripts,
+//! whitespace runs, digits, accents, emoji, special-token strings inside text) and a small
+//! retrieval set (queries with one matching document each) for the vector check.
+
+/// The tokenizer corpus. Texts are in NFC; non-normalized inputs are in [`NORMALIZATION_PROBES`].
+pub const TOKENIZER_CORPUS: &[&str] = &[
+    "Hello world",
+    "The quick brown fox jumps over the lazy dog.",
+    " leading space",
+    "trailing space ",
+    "  two leading spaces",
+    "tabs\tand\t\ttabs",
+    "new\nlines\n\nand\r\nCRLF",
+    "    indented code:\n\tif x == 1:\n\t\treturn x",
+    "multiple     spaces     inside",
+    "digits 0 1 12 123 1234 12345 123456 3.14159 1,000,000 2026-11-30",
+    "Accents: café naïve résumé Ångström façade jalapeño",
+    "Ünïcödé ÀÉÎÕÜ ß ø æ œ",
+    "Emoji: 🚀 🦙🦙 😶‍🌫️ 👩‍👩‍👧‍👦 ✅ ❤️",
+    "中文文本：我想在苹果工作。",
+    "日本語のテキストとカタカナ、ひらがな。",
+    "한국어 텍스트입니다.",
+    "Русский текст и болгарски: нещо на Български",
+    "العربية نص قصير",
+    "עברית טקסט",
+    "हिन्दी पाठ",
+    "ភាសាខ្មែរ",
+    "Ελληνικά κείμενο",
+    "Mixed: English, 中文, русский, 🚀, and 123!",
+    "Punctuation!!! ??? ... --- === ''' \"\"\" ``` ~~~",
+    "Contractions: I'm, you're, he's, we'll, they'd, it's, can't, WON'T, I'M",
+    "URLs https://example.com/path?query=1&b=2 and emails a.b@example.org",
+    "snake_case camelCase PascalCase kebab-case SCREAMING_CASE",
+    "<|endoftext|> inside text",
+    "text with <|im_start|>user\nhello<|im_end|> markers",
+    "[CLS] and [SEP] and [MASK] and [PAD] strings",
+    "<s> and </s> and <unk> strings",
+    "a",
+    "A",
+    "!",
+    " ",
+    "\n",
+];
+
+/// Inputs that Unicode normalization (NFC/NFKC) changes. If the HF tokenizer normalizes and
+/// llama.cpp does not, these cannot match: they are reported as a known limitation, not gated.
+pub const NORMALIZATION_PROBES: &[&str] = &[
+    "cafe\u{301} (decomposed e + combining acute)",
+    "A\u{30a}ngstro\u{308}m decomposed",
+    "ﬁ ligature and ｆｕｌｌｗｉｄｔｈ and ①",
+];
+
+/// A retrieval set: (query, index of its document in [`RETRIEVAL_DOCS`]).
+pub const RETRIEVAL_QUERIES: &[(&str, usize)] = &[
+    ("How do I bake bread at home?", 0),
+    ("What is the capital of France?", 1),
+    ("Which planet is known as the red planet?", 2),
+    ("How does photosynthesis work?", 3),
+    ("What is the best way to learn a programming language?", 4),
+    ("How fast can a cheetah run?", 5),
+];
+
+/// Documents of the retrieval set.
+pub const RETRIEVAL_DOCS: &[&str] = &[
+    "Mix flour, water, salt and yeast, let the dough rise, then bake it in a hot oven.",
+    "Paris is the capital and largest city of France.",
+    "Mars is often called the red planet because of iron oxide on its surface.",
+    "Plants use sunlight, water and carbon dioxide to produce glucose and oxygen.",
+    "Write small programs every day and read other people's code to learn to program.",
+    "The cheetah is the fastest land animal, reaching about 100 kilometres per hour.",
+];

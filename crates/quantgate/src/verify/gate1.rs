@@ -1,0 +1,268 @@
+//! Gate 1: the stored bits, read back through ggml's own GGUF reader (not our writer's or
+//! reader's code), against what the reference computes from the HF source for each tensor's
+//! stored type: F32 exact, F16/BF16/Q8_0 as ggml's `ggml_quantize_chunk` encodes the source
+//! (round-to-nearest-even; `quantize_row_q8_0_ref`). Compared byte for byte, which is the u32
+//! view for F32. Metadata is compared key by key with what the sources imply.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use gguf::{GgmlType, Value};
+use llama_runtime::{CGguf, CValue};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::Blocker;
+use crate::convert::{arch, hf::HfDir};
+
+/// Gate 1's measurements.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct Gate1Report {
+    /// Tensors compared.
+    pub tensors: usize,
+    /// Tensors whose stored bytes equal the expected encoding of the source.
+    pub bit_identical: usize,
+    /// Per stored type: tensors checked.
+    pub by_type: BTreeMap<String, usize>,
+    /// Metadata keys compared.
+    pub metadata_keys: usize,
+    /// Metadata keys that match.
+    pub metadata_matching: usize,
+}
+
+/// Canonical text of one of our metadata values, comparable with [`canonical_c`]: scalars as
+/// `type:hex bytes`, strings as `str:text`, arrays as `arr<type>[n]#sha256`.
+pub fn canonical(v: &Value) -> String {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    match v {
+        Value::String(s) => format!("str:{}", String::from_utf8_lossy(s)),
+        Value::Array(t, items) => {
+            let mut h = Sha256::new();
+            for it in items {
+                match it {
+                    Value::String(s) => {
+                        h.update((s.len() as u64).to_le_bytes());
+                        h.update(s);
+                    }
+                    other => h.update(scalar_bytes(other)),
+                }
+            }
+            format!("arr<{}>[{}]#{}", t.name(), items.len(), hex(&h.finalize()))
+        }
+        other => format!(
+            "{}:{}",
+            other.value_type().name(),
+            hex(&scalar_bytes(other))
+        ),
+    }
+}
+
+fn scalar_bytes(v: &Value) -> Vec<u8> {
+    match v {
+        Value::U8(x) => vec![*x],
+        Value::I8(x) => vec![*x as u8],
+        Value::U16(x) => x.to_le_bytes().to_vec(),
+        Value::I16(x) => x.to_le_bytes().to_vec(),
+        Value::U32(x) => x.to_le_bytes().to_vec(),
+        Value::I32(x) => x.to_le_bytes().to_vec(),
+        Value::F32(x) => x.to_le_bytes().to_vec(),
+        Value::Bool(x) => vec![*x as u8],
+        Value::U64(x) => x.to_le_bytes().to_vec(),
+        Value::I64(x) => x.to_le_bytes().to_vec(),
+        Value::F64(x) => x.to_le_bytes().to_vec(),
+        Value::String(_) | Value::Array(..) => Vec::new(),
+    }
+}
+
+/// Canonical text of a value as ggml read it (see [`canonical`]).
+pub fn canonical_c(v: &CValue) -> String {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let tname = |t: u32| gguf::ValueType::from_id(t).map(|t| t.name()).unwrap_or("?");
+    match v {
+        CValue::Str(s) => format!("str:{}", String::from_utf8_lossy(s)),
+        CValue::Scalar { ty, bytes } => format!("{}:{}", tname(*ty), hex(bytes)),
+        CValue::StrArray(items) => {
+            let mut h = Sha256::new();
+            for s in items {
+                h.update((s.len() as u64).to_le_bytes());
+                h.update(s);
+            }
+            format!("arr<str>[{}]#{}", items.len(), hex(&h.finalize()))
+        }
+        CValue::Array { ty, n, bytes } => {
+            format!("arr<{}>[{n}]#{}", tname(*ty), hex(&Sha256::digest(bytes)))
+        }
+        CValue::Unsupported => "unsupported".into(),
+    }
+}
+
+/// Compares the metadata ggml reads from `gguf_path` with `expected` (what the sources imply).
+/// Keys are compared by canonical value; a missing or different key is a blocker.
+pub fn check_metadata(
+    gguf_path: &Path,
+    expected: &[(String, Value)],
+    blockers: &mut Vec<Blocker>,
+    r: &mut Gate1Report,
+) -> Result<()> {
+    let c = CGguf::open(gguf_path).with_context(|| "Gate 1: ggml's reader refused the file")?;
+    for (k, v) in expected {
+        r.metadata_keys += 1;
+        let want = canonical(v);
+        match c.get(k) {
+            None => blockers.push(Blocker::new(
+                1,
+                "metadata-missing",
+                k,
+                format!("expected {}", short(&want)),
+            )),
+            Some(cv) => {
+                let got = canonical_c(&cv);
+                if got == want {
+                    r.metadata_matching += 1;
+                } else {
+                    blockers.push(Blocker::new(
+                        1,
+                        "metadata-mismatch",
+                        k,
+                        format!("file has {}, sources imply {}", short(&got), short(&want)),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn short(s: &str) -> String {
+    if s.len() > 120 {
+        format!(
+            "{}…",
+            &s[..s
+                .char_indices()
+                .take_while(|(i, _)| *i < 117)
+                .last()
+                .map(|(i, c)| i + c.len_utf8())
+                .unwrap_or(0)]
+        )
+    } else {
+        s.to_string()
+    }
+}
+
+/// Compares every tensor of `gguf_path` (as ggml reads it) with the expected encoding of its
+/// HF source tensor. Extra, missing, reshaped or differing tensors are blockers.
+pub fn check_tensors(
+    gguf_path: &Path,
+    hf: &HfDir,
+    a: arch::Arch,
+    blockers: &mut Vec<Blocker>,
+    r: &mut Gate1Report,
+) -> Result<()> {
+    let c = CGguf::open(gguf_path).with_context(|| "Gate 1: ggml's reader refused the file")?;
+    let infos = c.tensors();
+    let mut file =
+        std::fs::File::open(gguf_path).with_context(|| format!("{}", gguf_path.display()))?;
+    // The reference side of the mapping: HF name → GGUF name from the shared arch table.
+    let mut sources: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, t) in hf.tensors.iter().enumerate() {
+        if let Some(m) = arch::map_tensor(a, &t.name)? {
+            sources.insert(m.gguf, i);
+        }
+    }
+    for info in &infos {
+        r.tensors += 1;
+        let Some(&si) = sources.get(&info.name) else {
+            blockers.push(Blocker::new(
+                1,
+                "tensor-unexpected",
+                &info.name,
+                "no HF source tensor maps to it".into(),
+            ));
+            continue;
+        };
+        let src = &hf.tensors[si];
+        let ne_src: Vec<i64> = src.shape.iter().rev().map(|d| *d as i64).collect();
+        let ne_file: Vec<i64> = info.ne[..ne_src.len().max(1)].to_vec();
+        if ne_src != ne_file || info.ne[ne_src.len()..].iter().any(|d| *d != 1) {
+            blockers.push(Blocker::new(
+                1,
+                "tensor-shape",
+                &info.name,
+                format!(
+                    "file ne {:?}, source {} has ne {:?}",
+                    info.ne, src.name, ne_src
+                ),
+            ));
+            continue;
+        }
+        let Some(ty) = GgmlType::from_id(info.type_id) else {
+            blockers.push(Blocker::new(
+                1,
+                "tensor-type",
+                &info.name,
+                format!("type id {}", info.type_id),
+            ));
+            continue;
+        };
+        *r.by_type.entry(ty.to_string()).or_default() += 1;
+        let x = reference_values(hf, si)?;
+        let expected: Vec<u8> = if ty == GgmlType::F32 {
+            x.iter().flat_map(|v| v.to_le_bytes()).collect()
+        } else {
+            llama_runtime::ggml_quantize(ty.id(), &x, ne_src[0] as usize).map_err(|e| {
+                anyhow::anyhow!("Gate 1: ggml cannot encode {} as {ty}: {e}", info.name)
+            })?
+        };
+        let mut stored = vec![0u8; info.size as usize];
+        file.seek(SeekFrom::Start(info.file_offset))?;
+        file.read_exact(&mut stored)
+            .with_context(|| format!("reading {} data", info.name))?;
+        if stored == expected {
+            r.bit_identical += 1;
+        } else {
+            let at = stored
+                .iter()
+                .zip(&expected)
+                .position(|(a, b)| a != b)
+                .unwrap_or(stored.len().min(expected.len()));
+            blockers.push(Blocker::new(
+                1,
+                "tensor-bits",
+                &info.name,
+                format!(
+                    "stored {ty} bytes differ from the encoding of {} at byte {at} of {}",
+                    src.name,
+                    stored.len()
+                ),
+            ));
+        }
+    }
+    let present: std::collections::HashSet<&str> = infos.iter().map(|i| i.name.as_str()).collect();
+    for name in sources.keys() {
+        if !present.contains(name.as_str()) {
+            blockers.push(Blocker::new(
+                1,
+                "tensor-missing",
+                name,
+                "mapped from the HF source but absent from the file".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The source tensor's values as f32, read by the reference (candle's safetensors loader),
+/// not by the converter's reader.
+fn reference_values(hf: &HfDir, si: usize) -> Result<Vec<f32>> {
+    let t = &hf.tensors[si];
+    // SAFETY: read-only map of a source file nobody writes during verification.
+    let st = unsafe { candle_core::safetensors::MmapedSafetensors::new(hf.file_of(t)) }
+        .with_context(|| format!("{}", hf.file_of(t).display()))?;
+    let tensor = st
+        .load(&t.name, &candle_core::Device::Cpu)?
+        .to_dtype(candle_core::DType::F32)?
+        .flatten_all()?;
+    Ok(tensor.to_vec1::<f32>()?)
+}

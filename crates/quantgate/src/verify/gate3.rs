@@ -1,0 +1,136 @@
+//! Gate 3: the exact files that ship. A sha256 manifest of every file in the release folder,
+//! then a re-measurement on those bytes: dimension, finiteness, non-zero norm, the same top-1
+//! retrieval as Gate 2, and timings.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use llama_runtime::{ContextParams, Model};
+use serde::Serialize;
+
+use super::{vectors, Blocker, InputHash};
+use crate::hash::sha256_file;
+
+/// Gate 3's measurements.
+#[derive(Clone, Debug, Serialize)]
+pub struct Gate3Report {
+    /// Every file of the release folder with its sha256 (sorted by path).
+    pub manifest: Vec<InputHash>,
+    /// The GGUF re-measured.
+    pub gguf: String,
+    /// Embedding width found.
+    pub n_embd: usize,
+    /// Model load time, ms.
+    pub load_ms: f64,
+    /// Time to embed the retrieval set, ms.
+    pub embed_ms: f64,
+    /// llama.cpp top-1 per query on the shipped bytes.
+    pub top1: Vec<usize>,
+}
+
+fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> Result<()> {
+    for e in std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))? {
+        let p = e?.path();
+        if p.is_dir() {
+            walk(&p, out)?;
+        } else {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// Hashes the release folder and re-measures its single GGUF file.
+pub fn check(
+    dir: &Path,
+    params: &ContextParams,
+    gate2: Option<&vectors::VectorReport>,
+    blockers: &mut Vec<Blocker>,
+) -> Result<Gate3Report> {
+    let mut files = Vec::new();
+    walk(dir, &mut files)?;
+    files.sort();
+    let manifest = files
+        .iter()
+        .map(|f| {
+            Ok(InputHash {
+                path: f.display().to_string(),
+                sha256: sha256_file(f)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ggufs: Vec<&std::path::PathBuf> = files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "gguf"))
+        .collect();
+    let [gguf] = ggufs.as_slice() else {
+        blockers.push(Blocker::new(
+            3,
+            "release-files",
+            &dir.display().to_string(),
+            format!("expected one .gguf, found {}", ggufs.len()),
+        ));
+        return Ok(Gate3Report {
+            manifest,
+            gguf: String::new(),
+            n_embd: 0,
+            load_ms: 0.0,
+            embed_ms: 0.0,
+            top1: Vec::new(),
+        });
+    };
+    let t0 = Instant::now();
+    let model = Model::load(gguf, false)?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let t1 = Instant::now();
+    let (q, d) = vectors::embed_retrieval(&model, params)?;
+    let embed_ms = t1.elapsed().as_secs_f64() * 1e3;
+    let n_embd = model.n_embd();
+    for (i, v) in q.iter().chain(&d).enumerate() {
+        let norm: f64 = v
+            .iter()
+            .map(|x| (*x as f64) * (*x as f64))
+            .sum::<f64>()
+            .sqrt();
+        if v.len() != n_embd || !v.iter().all(|x| x.is_finite()) || !(norm > 0.0) {
+            blockers.push(Blocker::new(
+                3,
+                "release-vector",
+                &format!("text {i}"),
+                format!(
+                    "dim {}, L2 norm {norm}, finite {}",
+                    v.len(),
+                    v.iter().all(|x| x.is_finite())
+                ),
+            ));
+        }
+    }
+    let top1: Vec<usize> = q.iter().map(|x| vectors::top1(x, &d)).collect();
+    match gate2 {
+        Some(g2) if g2.llama_top1 != top1 => blockers.push(Blocker::new(
+            3,
+            "release-top1",
+            "retrieval",
+            format!(
+                "top-1 on the shipped file {top1:?} differs from Gate 2's {:?}",
+                g2.llama_top1
+            ),
+        )),
+        None => blockers.push(Blocker::new(
+            3,
+            "release-no-baseline",
+            "retrieval",
+            "Gate 2 measured no vectors to compare with".into(),
+        )),
+        _ => {}
+    }
+    Ok(Gate3Report {
+        manifest,
+        gguf: gguf.display().to_string(),
+        n_embd,
+        load_ms,
+        embed_ms,
+        top1,
+    })
+}

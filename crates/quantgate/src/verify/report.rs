@@ -1,0 +1,117 @@
+//! Renders a [`VerifyReport`](super::VerifyReport) as `report.json` and `report.md`, written
+//! atomically (temp file + rename).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::VerifyReport;
+
+/// Writes `bytes` to `path` through a temp file in the same folder.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("{}: cannot create a temp file", dir.display()))?;
+    std::io::Write::write_all(&mut tmp, bytes)
+        .with_context(|| format!("{}: write failed", path.display()))?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path)
+        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.error))?;
+    Ok(())
+}
+
+/// Markdown summary.
+pub fn markdown(r: &VerifyReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# quantgate verify: {}\n", r.verdict);
+    let _ = writeln!(s, "- quantgate {} · runtime {}", r.quantgate, r.llama_cpp);
+    let _ = writeln!(
+        s,
+        "- thresholds (sha256 {}): min cosine {}, min top-1 agreement {}",
+        &r.thresholds_sha256[..16],
+        r.thresholds.min_cosine,
+        r.thresholds.min_top1_agreement
+    );
+    let _ = writeln!(s, "- llama.cpp context: {}\n", r.llama_context);
+    let _ = writeln!(s, "## Inputs\n\n| file | sha256 |\n|---|---|");
+    for i in &r.inputs {
+        let _ = writeln!(s, "| {} | `{}` |", i.path, i.sha256);
+    }
+    let _ = writeln!(s, "\n## Gate 1: stored bits (read back by ggml)\n");
+    let _ = writeln!(
+        s,
+        "- tensors bit-identical: {}/{} {:?}",
+        r.gate1.bit_identical, r.gate1.tensors, r.gate1.by_type
+    );
+    let _ = writeln!(
+        s,
+        "- metadata keys matching: {}/{}",
+        r.gate1.metadata_matching, r.gate1.metadata_keys
+    );
+    if let Some(t) = &r.gate2_tokenizer {
+        let _ = writeln!(s, "\n## Gate 2: tokenizer ({} texts)\n\n| add_special | parse_special | matched | first mismatch |\n|---|---|---|---|", t.texts);
+        for m in &t.modes {
+            let first = m
+                .first_mismatch
+                .as_ref()
+                .map(|x| format!("{} on {:?}", x.shape, x.text))
+                .unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "| {} | {} | {}/{} | {} |",
+                m.mode.add_special,
+                m.mode.parse_special,
+                m.matched,
+                m.total,
+                first.replace('|', "\\|").replace('\n', "\\n")
+            );
+        }
+    }
+    if let Some(v) = &r.gate2_vectors {
+        let _ = writeln!(
+            s,
+            "\n## Gate 2: vectors\n\n- texts: {} · min cosine {:.7} (on {:?}) · mean {:.7}",
+            v.texts, v.min_cosine, v.worst_text, v.mean_cosine
+        );
+        let _ = writeln!(
+            s,
+            "- top-1 identical: {}/{} · n_embd {} · pooling {} · {:.1} ms/text",
+            v.top1_identical, v.queries, v.n_embd, v.llama_pooling, v.llama_ms_per_text
+        );
+    }
+    if let Some(g) = &r.gate3 {
+        let _ = writeln!(s, "\n## Gate 3: release\n\n- {} · n_embd {} · load {:.0} ms · embed {:.0} ms · top-1 {:?}\n\n| file | sha256 |\n|---|---|", g.gguf, g.n_embd, g.load_ms, g.embed_ms, g.top1);
+        for m in &g.manifest {
+            let _ = writeln!(s, "| {} | `{}` |", m.path, m.sha256);
+        }
+    }
+    let _ = writeln!(s, "\n## Blockers ({})\n", r.blockers.len());
+    for b in &r.blockers {
+        let _ = writeln!(
+            s,
+            "- gate {} `{}` {}: {}",
+            b.gate, b.code, b.subject, b.detail
+        );
+    }
+    if !r.notes.is_empty() {
+        let _ = writeln!(s, "\n## Notes\n");
+        for n in &r.notes {
+            let _ = writeln!(s, "- {n}");
+        }
+    }
+    s
+}
+
+/// Writes report.json and report.md into `dir`.
+pub fn write(dir: &Path, r: &VerifyReport) -> Result<()> {
+    write_atomic(
+        &dir.join("report.json"),
+        serde_json::to_string_pretty(r)?.as_bytes(),
+    )?;
+    write_atomic(&dir.join("report.md"), markdown(r).as_bytes())
+}

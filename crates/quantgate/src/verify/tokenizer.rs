@@ -1,0 +1,242 @@
+//! Gate 2, tokenizer: for each text, the HF ids (with special tokens, as the model is used)
+//! against llama.cpp's ids in all four add_special × parse_special modes. The set of modes that
+//! matches on every text must be non-empty.
+
+use serde::Serialize;
+
+use llama_runtime::Model;
+use reference::tokenizer::HfTokenizer;
+
+/// One `llama_tokenize` mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Mode {
+    pub add_special: bool,
+    pub parse_special: bool,
+}
+
+/// The four modes, in a fixed order.
+pub const MODES: [Mode; 4] = [
+    Mode {
+        add_special: true,
+        parse_special: true,
+    },
+    Mode {
+        add_special: true,
+        parse_special: false,
+    },
+    Mode {
+        add_special: false,
+        parse_special: true,
+    },
+    Mode {
+        add_special: false,
+        parse_special: false,
+    },
+];
+
+/// The first text where a mode differs from HF, and how.
+#[derive(Clone, Debug, Serialize)]
+pub struct Mismatch {
+    /// The text (cut to 200 characters).
+    pub text: String,
+    /// HF ids.
+    pub hf: Vec<u32>,
+    /// llama.cpp ids.
+    pub llama: Vec<i32>,
+    /// `special-token offset` (one extra/missing id at the start or end, the rest equal) or
+    /// `scattered` (vocab, merges or pre-tokenizer differ).
+    pub shape: String,
+}
+
+/// Per-mode result.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModeResult {
+    pub mode: Mode,
+    /// Texts with identical ids.
+    pub matched: usize,
+    /// Texts compared.
+    pub total: usize,
+    /// The first mismatch, if any.
+    pub first_mismatch: Option<Mismatch>,
+}
+
+/// The tokenizer gate's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct TokenizerReport {
+    /// Per mode, over the gated texts.
+    pub modes: Vec<ModeResult>,
+    /// Modes that match on every gated text (must be non-empty).
+    pub matching_modes: Vec<Mode>,
+    /// Texts gated.
+    pub texts: usize,
+    /// Known limitations: texts the HF normalizer changes (NFC …) that llama.cpp leaves as is,
+    /// with whether they still matched in the best mode.
+    pub limitations: Vec<String>,
+}
+
+fn shape(hf: &[u32], ll: &[i32]) -> String {
+    let h: Vec<i64> = hf.iter().map(|x| *x as i64).collect();
+    let l: Vec<i64> = ll.iter().map(|x| *x as i64).collect();
+    let offset_one = (h.len() + 1 == l.len() && (l[1..] == h[..] || l[..l.len() - 1] == h[..]))
+        || (l.len() + 1 == h.len() && (h[1..] == l[..] || h[..h.len() - 1] == l[..]))
+        || (h.len() == l.len() + 2 && h.len() >= 2 && h[1..h.len() - 1] == l[..])
+        || (l.len() == h.len() + 2 && l.len() >= 2 && l[1..l.len() - 1] == h[..]);
+    if offset_one {
+        "special-token offset".into()
+    } else {
+        "scattered".into()
+    }
+}
+
+fn cut(t: &str) -> String {
+    if t.chars().count() > 200 {
+        format!("{}…", t.chars().take(200).collect::<String>())
+    } else {
+        t.to_string()
+    }
+}
+
+/// Whether `tok` applies a Unicode normal form (which llama.cpp's BPE does not).
+fn unicode_normalizes(tj: &serde_json::Value) -> bool {
+    fn walk(n: &serde_json::Value) -> bool {
+        match n["type"].as_str() {
+            Some("NFC" | "NFD" | "NFKC" | "NFKD") => true,
+            Some("Sequence") => n["normalizers"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(walk)),
+            _ => false,
+        }
+    }
+    walk(&tj["normalizer"])
+}
+
+/// Whether tokenizer.json's normalizer strips accents the BERT way (NFD, then drop Mn marks).
+fn bert_strips_accents(tj: &serde_json::Value) -> bool {
+    let n = &tj["normalizer"];
+    n["type"] == "BertNormalizer"
+        && match &n["strip_accents"] {
+            serde_json::Value::Bool(b) => *b,
+            // null: follows `lowercase` (HF's BertNormalizer).
+            _ => n["lowercase"].as_bool().unwrap_or(false),
+        }
+}
+
+/// Why `text` cannot match for a reason outside the conversion, if it cannot: llama.cpp's
+/// WordPiece accent stripping removes more than HF's (HF drops only non-spacing marks after NFD;
+/// llama.cpp also drops spacing vowel signs such as Devanagari ि and the Hangul jamo that NFD
+/// makes of Korean syllables). Such texts are reported as limitations, not gated.
+pub fn known_divergence(tj: &serde_json::Value, text: &str) -> Option<&'static str> {
+    use unicode_categories::UnicodeCategories;
+    if !bert_strips_accents(tj) {
+        return None;
+    }
+    if text
+        .chars()
+        .any(|c| matches!(c as u32, 0xAC00..=0xD7A3 | 0x1100..=0x11FF | 0x3130..=0x318F))
+    {
+        return Some(
+            "Hangul: llama.cpp's WordPiece normalization drops the jamo HF keeps after NFD",
+        );
+    }
+    if text.chars().any(|c| c.is_mark_spacing_combining()) {
+        return Some(
+            "spacing combining marks (Mc): llama.cpp strips them as accents, HF keeps them",
+        );
+    }
+    None
+}
+
+/// Runs the tokenizer gate on `texts` plus the normalization probes. Texts with a
+/// [`known_divergence`] are measured and reported as limitations, not gated.
+///
+/// Errors: a tokenizer failure on some text (reported by the caller as a blocker).
+pub fn check(
+    hf: &HfTokenizer,
+    tj: &serde_json::Value,
+    model: &Model,
+    texts: &[String],
+) -> anyhow::Result<TokenizerReport> {
+    let mut modes: Vec<ModeResult> = MODES
+        .iter()
+        .map(|m| ModeResult {
+            mode: *m,
+            matched: 0,
+            total: 0,
+            first_mismatch: None,
+        })
+        .collect();
+    let mut limitations = Vec::new();
+    let mut gated = Vec::new();
+    for text in texts {
+        match known_divergence(tj, text) {
+            Some(why) => {
+                let want = hf.encode(text, true).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let got = model.tokenize(text, true, true).unwrap_or_default();
+                let same = got.len() == want.len()
+                    && got.iter().zip(&want).all(|(a, b)| *a as i64 == *b as i64);
+                limitations.push(format!(
+                    "{why}: {:?} {}",
+                    cut(text),
+                    if same {
+                        "still matches"
+                    } else {
+                        "gives different ids"
+                    }
+                ));
+            }
+            None => gated.push(text),
+        }
+    }
+    for text in gated {
+        let want = hf.encode(text, true).map_err(|e| anyhow::anyhow!("{e}"))?;
+        for r in modes.iter_mut() {
+            let got = model
+                .tokenize(text, r.mode.add_special, r.mode.parse_special)
+                .map_err(|e| anyhow::anyhow!("llama_tokenize on {:?}: {e}", cut(text)))?;
+            r.total += 1;
+            let same = got.len() == want.len()
+                && got.iter().zip(&want).all(|(a, b)| *a as i64 == *b as i64);
+            if same {
+                r.matched += 1;
+            } else if r.first_mismatch.is_none() {
+                r.first_mismatch = Some(Mismatch {
+                    text: cut(text),
+                    shape: shape(&want, &got),
+                    hf: want.clone(),
+                    llama: got,
+                });
+            }
+        }
+    }
+    let matching_modes: Vec<Mode> = modes
+        .iter()
+        .filter(|r| r.matched == r.total)
+        .map(|r| r.mode)
+        .collect();
+    if unicode_normalizes(tj) {
+        let mode = matching_modes.first().copied().unwrap_or(MODES[0]);
+        for text in super::corpus::NORMALIZATION_PROBES {
+            let want = hf.encode(text, true).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let got = model
+                .tokenize(text, mode.add_special, mode.parse_special)
+                .unwrap_or_default();
+            let same = got.len() == want.len()
+                && got.iter().zip(&want).all(|(a, b)| *a as i64 == *b as i64);
+            limitations.push(format!(
+                "tokenizer.json applies Unicode normalization, llama.cpp does not: {:?} {}",
+                text,
+                if same {
+                    "still matches"
+                } else {
+                    "gives different ids (feed NFC-normalized text to llama.cpp)"
+                }
+            ));
+        }
+    }
+    Ok(TokenizerReport {
+        texts: modes[0].total,
+        modes,
+        matching_modes,
+        limitations,
+    })
+}

@@ -1,0 +1,185 @@
+//! Gate 2, vectors: pooled embeddings from llama.cpp against the reference (candle f32 on the
+//! HF safetensors with the model's own pooling). Cosine per text and top-1 retrieval.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use llama_runtime::{Context, ContextParams, Model};
+use reference::pooling::Pooling;
+use serde::Serialize;
+
+use super::corpus::{RETRIEVAL_DOCS, RETRIEVAL_QUERIES};
+
+/// Cosine similarity with f64 sums (llama.cpp's `common_embd_similarity_cos`): 1 when both are
+/// zero, 0 when exactly one is.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
+    for (x, y) in a.iter().zip(b) {
+        ab += (*x as f64) * (*y as f64);
+        aa += (*x as f64) * (*x as f64);
+        bb += (*y as f64) * (*y as f64);
+    }
+    match (aa == 0.0, bb == 0.0) {
+        (true, true) => 1.0,
+        (true, false) | (false, true) => 0.0,
+        _ => ab / (aa.sqrt() * bb.sqrt()),
+    }
+}
+
+/// Index of the document with the highest cosine to `q` (first on ties).
+pub fn top1(q: &[f32], docs: &[Vec<f32>]) -> usize {
+    let mut best = (0, f64::NEG_INFINITY);
+    for (i, d) in docs.iter().enumerate() {
+        let c = cosine(q, d);
+        if c > best.1 {
+            best = (i, c);
+        }
+    }
+    best.0
+}
+
+/// A reference embedder: BERT or a decoder with sentence-transformers pooling.
+pub enum RefModel {
+    Bert(reference::bert::Bert, Pooling),
+    Decoder(reference::decoder::Decoder, Pooling),
+}
+
+impl RefModel {
+    /// Loads the reference for `dir` (model_type bert, or qwen3/qwen2/llama with a Pooling module).
+    pub fn load(dir: &Path, model_type: &str) -> Result<RefModel> {
+        let pooling = Pooling::from_sentence_transformers(dir)?;
+        Ok(match (model_type, pooling) {
+            ("bert", p) => RefModel::Bert(reference::bert::Bert::load(dir)?, p.unwrap_or(Pooling::Cls)),
+            (_, Some(p)) => RefModel::Decoder(reference::decoder::Decoder::load(dir)?, p),
+            (t, None) => bail!("{}: {t} model without a sentence-transformers Pooling module is not an embedding model", dir.display()),
+        })
+    }
+
+    /// The pooled embedding of `ids`.
+    pub fn embed(&self, ids: &[u32]) -> Result<Vec<f32>> {
+        Ok(match self {
+            RefModel::Bert(m, p) => p.apply(&m.forward(ids)?)?,
+            RefModel::Decoder(m, p) => p.apply(&m.forward(ids)?.hidden)?,
+        })
+    }
+
+    /// The pooling in use.
+    pub fn pooling(&self) -> Pooling {
+        match self {
+            RefModel::Bert(_, p) | RefModel::Decoder(_, p) => *p,
+        }
+    }
+}
+
+/// Gate 2 vectors' measurements.
+#[derive(Clone, Debug, Serialize)]
+pub struct VectorReport {
+    /// Texts embedded on both sides.
+    pub texts: usize,
+    /// Lowest cosine over the texts.
+    pub min_cosine: f64,
+    /// Mean cosine.
+    pub mean_cosine: f64,
+    /// The text with the lowest cosine.
+    pub worst_text: String,
+    /// Queries whose top-1 document is the same on both sides.
+    pub top1_identical: usize,
+    /// Queries.
+    pub queries: usize,
+    /// llama.cpp's top-1 per query (Gate 3 re-measures against these).
+    pub llama_top1: Vec<usize>,
+    /// Embedding width.
+    pub n_embd: usize,
+    /// Pooling type llama.cpp used (llama_pooling_type).
+    pub llama_pooling: i32,
+    /// Mean llama.cpp time per text, ms.
+    pub llama_ms_per_text: f64,
+}
+
+/// Embeds every text with llama.cpp (tokenized with add_special = parse_special = true, as the
+/// embedding example does) and with the reference (HF ids), then compares.
+pub fn check(
+    model: &Model,
+    params: &ContextParams,
+    reference: &RefModel,
+    hf: &reference::tokenizer::HfTokenizer,
+    texts: &[String],
+) -> Result<VectorReport> {
+    let mut ctx = Context::new(model, params.clone())?;
+    let mut embed_both = |t: &str| -> Result<(Vec<f32>, Vec<f32>, f64)> {
+        let ids = model.tokenize(t, true, true)?;
+        let t0 = Instant::now();
+        let l = ctx.embed(&ids)?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let r = reference.embed(&hf.encode(t, true)?)?;
+        Ok((l, r, ms))
+    };
+    let (mut min, mut sum, mut worst, mut ms) = (f64::INFINITY, 0f64, String::new(), 0f64);
+    let mut n = 0;
+    let all: Vec<String> = texts
+        .iter()
+        .cloned()
+        .chain(RETRIEVAL_QUERIES.iter().map(|q| q.0.to_string()))
+        .chain(RETRIEVAL_DOCS.iter().map(|d| d.to_string()))
+        .collect();
+    let mut vecs = Vec::new();
+    for t in &all {
+        let (l, r, dt) = embed_both(t)?;
+        let c = cosine(&l, &r);
+        if c < min {
+            min = c;
+            worst = t.clone();
+        }
+        sum += c;
+        ms += dt;
+        n += 1;
+        vecs.push((l, r));
+    }
+    let nq = RETRIEVAL_QUERIES.len();
+    let base = texts.len();
+    let docs_l: Vec<Vec<f32>> = (0..RETRIEVAL_DOCS.len())
+        .map(|i| vecs[base + nq + i].0.clone())
+        .collect();
+    let docs_r: Vec<Vec<f32>> = (0..RETRIEVAL_DOCS.len())
+        .map(|i| vecs[base + nq + i].1.clone())
+        .collect();
+    let mut same = 0;
+    let mut llama_top1 = Vec::new();
+    for qi in 0..nq {
+        let tl = top1(&vecs[base + qi].0, &docs_l);
+        let tr = top1(&vecs[base + qi].1, &docs_r);
+        llama_top1.push(tl);
+        same += (tl == tr) as usize;
+    }
+    Ok(VectorReport {
+        texts: n,
+        min_cosine: min,
+        mean_cosine: sum / n as f64,
+        worst_text: worst,
+        top1_identical: same,
+        queries: nq,
+        llama_top1,
+        n_embd: model.n_embd(),
+        llama_pooling: ctx.pooling_type(),
+        llama_ms_per_text: ms / n as f64,
+    })
+}
+
+/// Embeds the retrieval set with llama.cpp only (Gate 3), returning the vectors.
+pub fn embed_retrieval(
+    model: &Model,
+    params: &ContextParams,
+) -> Result<(Vec<Vec<f32>>, Vec<Vec<f32>>)> {
+    let mut ctx = Context::new(model, params.clone())?;
+    let mut e = |t: &str| -> Result<Vec<f32>> { Ok(ctx.embed(&model.tokenize(t, true, true)?)?) };
+    let q = RETRIEVAL_QUERIES
+        .iter()
+        .map(|(t, _)| e(t))
+        .collect::<Result<Vec<_>>>()?;
+    let d = RETRIEVAL_DOCS
+        .iter()
+        .map(|t| e(t))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((q, d))
+}
