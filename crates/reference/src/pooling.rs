@@ -95,3 +95,43 @@ impl Pooling {
         Ok(v.to_vec1::<f32>()?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mean_cls_and_last_pool_the_right_rows() {
+        let h = Tensor::from_vec(
+            vec![1f32, 2., 3., 4., 5., 9.],
+            (3, 2),
+            &candle_core::Device::Cpu,
+        )
+        .unwrap();
+        assert_eq!(Pooling::Mean.apply(&h).unwrap(), vec![3.0, 5.0]);
+        assert_eq!(Pooling::Cls.apply(&h).unwrap(), vec![1.0, 2.0]);
+        assert_eq!(Pooling::Last.apply(&h).unwrap(), vec![5.0, 9.0]);
+        for p in [Pooling::Mean, Pooling::Cls, Pooling::Last] {
+            assert_eq!(Pooling::from_llama_id(p.llama_id()), Some(p));
+        }
+        assert_eq!(Pooling::from_llama_id(4), None);
+    }
+
+    #[test]
+    fn reads_sentence_transformers_pooling_configs() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/hf");
+        assert_eq!(
+            Pooling::from_sentence_transformers(&dir.join("bge-small-en-v1.5")).unwrap(),
+            Some(Pooling::Cls)
+        );
+        assert_eq!(
+            Pooling::from_sentence_transformers(&dir.join("Qwen3-Embedding-0.6B")).unwrap(),
+            Some(Pooling::Last)
+        );
+        assert_eq!(
+            Pooling::from_sentence_transformers(&dir.join("Qwen3-0.6B")).unwrap(),
+            None
+        );
+    }
+}

@@ -93,7 +93,7 @@ pub fn check(
             .map(|x| (*x as f64) * (*x as f64))
             .sum::<f64>()
             .sqrt();
-        if v.len() != n_embd || !v.iter().all(|x| x.is_finite()) || !(norm > 0.0) {
+        if v.len() != n_embd || !v.iter().all(|x| x.is_finite()) || norm.is_nan() || norm <= 0.0 {
             blockers.push(Blocker::new(
                 3,
                 "release-vector",

@@ -150,6 +150,11 @@ pub struct VerifyReport {
     pub notes: Vec<String>,
 }
 
+/// `value ≥ threshold`, false when either is NaN (an undeclared threshold never passes).
+fn meets(value: f64, threshold: f64) -> bool {
+    value >= threshold
+}
+
 /// Outtype implied by the stored tensor types (for the expected `general.file_type`).
 fn outtype_of(types: &[u32]) -> OutType {
     use gguf::GgmlType as T;
@@ -295,7 +300,17 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
                 .cloned()
                 .collect();
             let v = vectors::check(&model, &params, &reference, &tok.tokenizer, &gated)?;
-            if !(v.min_cosine >= thresholds.min_cosine) {
+            if model_type == "bert" && hf.config["hidden_act"].as_str().unwrap_or("gelu") == "gelu"
+            {
+                // Measured on all-MiniLM-L6-v2 F32: min cosine 0.9999979 with erf GELU in the
+                // reference, 0.9999996 with the tanh form; the stored bits are identical.
+                notes.push(
+                    "llama.cpp's CPU GELU is the tanh approximation read from an f16 table; HF BERT uses exact erf GELU \
+                     (the reference too): expect cosines a few 1e-6 below 1 even for an F32 file"
+                        .into(),
+                );
+            }
+            if !meets(v.min_cosine, thresholds.min_cosine) {
                 blockers.push(Blocker::new(
                     2,
                     "vectors-cosine",
@@ -307,7 +322,7 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
                 ));
             }
             let agreement = v.top1_identical as f64 / v.queries as f64;
-            if !(agreement >= thresholds.min_top1_agreement) {
+            if !meets(agreement, thresholds.min_top1_agreement) {
                 blockers.push(Blocker::new(
                     2,
                     "vectors-top1",

@@ -110,6 +110,32 @@ fn unicode_normalizes(tj: &serde_json::Value) -> bool {
     walk(&tj["normalizer"])
 }
 
+/// Token texts llama.cpp's vocab loader always treats as control/EOG tokens
+/// (`src/llama-vocab.cpp`, the end-of-generation text list of llama-cpp-sys-2 0.1.161).
+const FORCED_CONTROL: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "[e~[",
+];
+
 /// Whether tokenizer.json's normalizer strips accents the BERT way (NFD, then drop Mn marks).
 fn bert_strips_accents(tj: &serde_json::Value) -> bool {
     let n = &tj["normalizer"];
@@ -125,8 +151,26 @@ fn bert_strips_accents(tj: &serde_json::Value) -> bool {
 /// WordPiece accent stripping removes more than HF's (HF drops only non-spacing marks after NFD;
 /// llama.cpp also drops spacing vowel signs such as Devanagari ि and the Hangul jamo that NFD
 /// makes of Korean syllables). Such texts are reported as limitations, not gated.
+///
+/// Also: llama.cpp's vocab loader forces tokens whose text is on its hard-coded end-of-generation
+/// list (`</s>`, `<|im_end|>`, `<eos>` …, `src/llama-vocab.cpp`) to CONTROL even when the model
+/// says they are ordinary vocabulary, so with parse_special it splits such text out as one token
+/// where HF tokenizes it as text.
 pub fn known_divergence(tj: &serde_json::Value, text: &str) -> Option<&'static str> {
     use unicode_categories::UnicodeCategories;
+    let added_special = |s: &str| {
+        tj["added_tokens"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|t| t["content"] == s && t["special"].as_bool().unwrap_or(false))
+        })
+    };
+    let in_vocab = |s: &str| tj["model"]["vocab"].get(s).is_some();
+    if FORCED_CONTROL
+        .iter()
+        .any(|s| text.contains(s) && in_vocab(s) && !added_special(s))
+    {
+        return Some("llama.cpp forces an end-of-generation text (e.g. \"</s>\") that this vocabulary keeps as ordinary text to a control token");
+    }
     if !bert_strips_accents(tj) {
         return None;
     }

@@ -166,11 +166,11 @@ pub fn check(
     })
 }
 
+/// Query vectors and document vectors of the retrieval set.
+pub type RetrievalVectors = (Vec<Vec<f32>>, Vec<Vec<f32>>);
+
 /// Embeds the retrieval set with llama.cpp only (Gate 3), returning the vectors.
-pub fn embed_retrieval(
-    model: &Model,
-    params: &ContextParams,
-) -> Result<(Vec<Vec<f32>>, Vec<Vec<f32>>)> {
+pub fn embed_retrieval(model: &Model, params: &ContextParams) -> Result<RetrievalVectors> {
     let mut ctx = Context::new(model, params.clone())?;
     let mut e = |t: &str| -> Result<Vec<f32>> { Ok(ctx.embed(&model.tokenize(t, true, true)?)?) };
     let q = RETRIEVAL_QUERIES

@@ -1,0 +1,372 @@
+//! Issue 3 acceptance on real inputs: all-MiniLM-L6-v2 (fetched by scripts/fetch-models.sh)
+//! converted to F32/F16/Q8_0 and verified (GO, with measured cosines), vocab-only conversions
+//! of every tokenizer fixture matching HF ids in llama.cpp on the built-in corpus plus every
+//! line of wiki.test.raw, and broken GGUFs that must give NO-GO with the right blocker.
+
+use std::path::{Path, PathBuf};
+
+use gguf::{Gguf, GgufWriter, TensorData, TensorEntry, Value};
+use quantgate::convert::{self, ConvertOptions, OutType};
+use quantgate::verify::{self, VerifyOptions, VerifyReport};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn minilm() -> PathBuf {
+    let p = repo().join(".cache/hf/all-MiniLM-L6-v2");
+    assert!(
+        p.join("model.safetensors").exists(),
+        "{} missing: run scripts/fetch-models.sh",
+        p.display()
+    );
+    p
+}
+
+fn fixtures() -> PathBuf {
+    repo().join("../shared/fixtures/hf")
+}
+
+fn convert_to(
+    dir: &Path,
+    out: &Path,
+    outtype: OutType,
+    vocab_only: bool,
+) -> convert::ConvertReport {
+    convert::convert(
+        dir,
+        out,
+        &ConvertOptions {
+            outtype,
+            vocab_only,
+        },
+    )
+    .unwrap()
+}
+
+fn run_verify(hf: &Path, gguf: &Path, protocol: Option<PathBuf>) -> VerifyReport {
+    verify::verify(&VerifyOptions {
+        hf_dir: hf.into(),
+        gguf: gguf.into(),
+        texts: None,
+        protocol,
+        release: None,
+        threads: 2,
+    })
+    .unwrap()
+}
+
+#[test]
+fn minilm_f32_f16_q8_0_verify_go() {
+    let dir = tempfile::tempdir().unwrap();
+    // (outtype, lowest min cosine accepted by this test: the values measured, rounded down)
+    for (t, floor) in [
+        (OutType::F32, 0.999997),
+        (OutType::F16, 0.9999),
+        (OutType::Q8_0, 0.995),
+    ] {
+        let out = dir.path().join(format!("m-{t:?}.gguf"));
+        let c = convert_to(&minilm(), &out, t, false);
+        assert_eq!(c.tensors.len(), 101);
+        let r = run_verify(&minilm(), &out, None);
+        assert_eq!(r.verdict, "GO", "{t:?}: {:?}", r.blockers);
+        assert_eq!(r.gate1.bit_identical, 101, "{t:?}");
+        assert_eq!(r.gate1.metadata_matching, r.gate1.metadata_keys);
+        let v = r.gate2_vectors.as_ref().unwrap();
+        assert!(v.min_cosine >= floor, "{t:?}: min cosine {}", v.min_cosine);
+        assert_eq!(v.top1_identical, v.queries);
+        assert_eq!((v.n_embd, v.llama_pooling), (384, 1));
+        let tk = r.gate2_tokenizer.as_ref().unwrap();
+        assert!(tk
+            .matching_modes
+            .iter()
+            .any(|m| m.add_special && m.parse_special));
+    }
+}
+
+#[test]
+fn vocab_only_conversions_of_every_fixture_match_hf_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let wiki = repo().join("../shared/data/wiki.test.raw");
+    let lines: Vec<String> = std::fs::read_to_string(&wiki)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(String::from)
+        .collect();
+    assert_eq!(lines.len(), 2891, "non-empty lines of wiki.test.raw");
+    let mut texts: Vec<String> = verify::corpus::TOKENIZER_CORPUS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    texts.extend(lines);
+    let names = [
+        "Qwen3-Embedding-0.6B",
+        "SmolLM2-135M-Instruct",
+        "SmolLM2-360M-Instruct",
+        "Qwen2.5-0.5B-Instruct",
+        "Qwen3-0.6B",
+        "bge-small-en-v1.5",
+        "e5-small-v2",
+    ];
+    for name in names {
+        let hf = fixtures().join(name);
+        let out = dir.path().join(format!("{name}.gguf"));
+        let c = convert_to(&hf, &out, OutType::F16, true);
+        let g = Gguf::open(&out).unwrap();
+        if name == "Qwen3-Embedding-0.6B" {
+            // Its template appends <|endoftext|> (151643): add_eos_token must be true.
+            assert_eq!(
+                g.header.get("tokenizer.ggml.add_eos_token"),
+                Some(&Value::Bool(true))
+            );
+            assert_eq!(
+                g.header.get("tokenizer.ggml.eos_token_id"),
+                Some(&Value::U32(151643))
+            );
+            assert_eq!(
+                g.header.get("tokenizer.ggml.pre").and_then(Value::as_str),
+                Some("qwen2")
+            );
+            assert!(
+                c.notes.iter().any(|n| n.contains("<|im_end|>")),
+                "{:?}",
+                c.notes
+            );
+        }
+        let tok = convert::tokenizer::load(&hf).unwrap();
+        let model = llama_runtime::Model::load(&out, true).unwrap();
+        let r = verify::tokenizer::check(&tok.tokenizer, &tok.json, &model, &texts).unwrap();
+        assert!(
+            !r.matching_modes.is_empty(),
+            "{name}: {:?}",
+            r.modes
+                .iter()
+                .map(|m| (m.matched, m.total, m.first_mismatch.clone()))
+                .collect::<Vec<_>>()
+        );
+        assert!(r.texts >= 2920, "{name}: only {} texts gated", r.texts);
+    }
+}
+
+/// Rewrites `src` into `dst` with `edit` applied to metadata and tensor data.
+fn tamper(
+    src: &Path,
+    dst: &Path,
+    edit: impl Fn(&str, &mut Value),
+    edit_tensor: impl Fn(&str, &mut Vec<u8>),
+    swap: Option<(&str, &str)>,
+) {
+    let g = Gguf::open(src).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, v) in &g.header.metadata {
+        let mut v = v.clone();
+        edit(k, &mut v);
+        w.add_kv(k.clone(), v);
+    }
+    for t in &g.header.tensors {
+        let from = match swap {
+            Some((a, b)) if t.name == a => g.header.tensor(b).unwrap(),
+            Some((a, b)) if t.name == b => g.header.tensor(a).unwrap(),
+            _ => t,
+        };
+        let mut data = g.tensor_data(from).to_vec();
+        edit_tensor(&t.name, &mut data);
+        w.add_tensor(TensorEntry {
+            name: t.name.clone(),
+            ggml_type: t.ggml_type,
+            dims: t.dims.clone(),
+            data: TensorData::Owned(data),
+        });
+    }
+    w.write_to_path(dst).unwrap();
+}
+
+fn has_blocker(r: &VerifyReport, code: &str, subject: &str) -> bool {
+    r.blockers
+        .iter()
+        .any(|b| b.code == code && b.subject.contains(subject))
+}
+
+#[test]
+fn the_verifier_catches_broken_ggufs() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.gguf");
+    convert_to(&minilm(), &good, OutType::F32, false);
+    let no_edit = |_: &str, _: &mut Value| {};
+    let no_data = |_: &str, _: &mut Vec<u8>| {};
+
+    // add_eos_token flipped.
+    let p = dir.path().join("eos.gguf");
+    tamper(
+        &good,
+        &p,
+        |k, v| {
+            if k == "tokenizer.ggml.add_eos_token" {
+                *v = Value::Bool(false)
+            }
+        },
+        no_data,
+        None,
+    );
+    let r = run_verify(&minilm(), &p, None);
+    assert_eq!(r.verdict, "NO-GO");
+    assert!(
+        has_blocker(&r, "metadata-mismatch", "tokenizer.ggml.add_eos_token"),
+        "{:?}",
+        r.blockers
+    );
+
+    // A wrong tokenizer.ggml.pre.
+    let p = dir.path().join("pre.gguf");
+    tamper(
+        &good,
+        &p,
+        |k, v| {
+            if k == "tokenizer.ggml.pre" {
+                *v = Value::string("gpt-2")
+            }
+        },
+        no_data,
+        None,
+    );
+    let r = run_verify(&minilm(), &p, None);
+    assert!(
+        has_blocker(&r, "metadata-mismatch", "tokenizer.ggml.pre"),
+        "{:?}",
+        r.blockers
+    );
+
+    // Two same-shaped tensors swapped.
+    let p = dir.path().join("swap.gguf");
+    tamper(
+        &good,
+        &p,
+        no_edit,
+        no_data,
+        Some(("blk.0.attn_q.weight", "blk.0.attn_k.weight")),
+    );
+    let r = run_verify(&minilm(), &p, None);
+    assert!(
+        has_blocker(&r, "tensor-bits", "blk.0.attn_q.weight")
+            && has_blocker(&r, "tensor-bits", "blk.0.attn_k.weight"),
+        "{:?}",
+        r.blockers
+    );
+
+    // One value changed by one ulp.
+    let p = dir.path().join("ulp.gguf");
+    tamper(
+        &good,
+        &p,
+        no_edit,
+        |name, d| {
+            if name == "blk.3.ffn_up.weight" {
+                let v = u32::from_le_bytes([d[400], d[401], d[402], d[403]]) + 1;
+                d[400..404].copy_from_slice(&v.to_le_bytes());
+            }
+        },
+        None,
+    );
+    let r = run_verify(&minilm(), &p, None);
+    assert_eq!(r.verdict, "NO-GO");
+    let b: Vec<_> = r
+        .blockers
+        .iter()
+        .filter(|b| b.code == "tensor-bits")
+        .collect();
+    assert_eq!(b.len(), 1, "{:?}", r.blockers);
+    assert!(
+        b[0].subject == "blk.3.ffn_up.weight" && b[0].detail.contains("at byte 400"),
+        "{:?}",
+        b
+    );
+
+    // Pooling type changed (mean → cls).
+    let p = dir.path().join("pool.gguf");
+    tamper(
+        &good,
+        &p,
+        |k, v| {
+            if k == "bert.pooling_type" {
+                *v = Value::U32(2)
+            }
+        },
+        no_data,
+        None,
+    );
+    let r = run_verify(&minilm(), &p, None);
+    assert!(
+        has_blocker(&r, "metadata-mismatch", "bert.pooling_type"),
+        "{:?}",
+        r.blockers
+    );
+    assert!(
+        has_blocker(&r, "vectors-pooling", "pooling_type"),
+        "{:?}",
+        r.blockers
+    );
+
+    // A threshold left undeclared in the protocol.
+    let proto = dir.path().join("p.toml");
+    std::fs::write(&proto, "[thresholds]\nmin_cosine = 0.99\n").unwrap();
+    let r = run_verify(&minilm(), &good, Some(proto.clone()));
+    assert_eq!(r.verdict, "NO-GO");
+    assert!(
+        has_blocker(&r, "threshold-undeclared", "min_top1_agreement"),
+        "{:?}",
+        r.blockers
+    );
+
+    // The correct conversion with a complete protocol: GO.
+    std::fs::write(
+        &proto,
+        "[thresholds]\nmin_cosine = 0.99\nmin_top1_agreement = 1.0\n",
+    )
+    .unwrap();
+    let r = run_verify(&minilm(), &good, Some(proto));
+    assert_eq!(r.verdict, "GO", "{:?}", r.blockers);
+}
+
+#[test]
+fn gate3_hashes_the_release_and_cli_prints_go_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let rel = dir.path().join("release");
+    std::fs::create_dir_all(&rel).unwrap();
+    let out = rel.join("minilm-f16.gguf");
+    convert_to(&minilm(), &out, OutType::F16, false);
+    std::fs::write(rel.join("README.md"), "release notes\n").unwrap();
+    let report = dir.path().join("report");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_quantgate"))
+        .args(["verify", "--hf"])
+        .arg(minilm())
+        .arg("--gguf")
+        .arg(&out)
+        .arg("--release")
+        .arg(&rel)
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(stdout.lines().last(), Some("GO"));
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(report.join("report.json")).unwrap()).unwrap();
+    let manifest = r["gate3"]["manifest"].as_array().unwrap();
+    assert_eq!(manifest.len(), 2);
+    assert_eq!(r["gate3"]["n_embd"], 384);
+    assert_eq!(r["gate3"]["top1"], r["gate2_vectors"]["llama_top1"]);
+    assert!(std::fs::read_to_string(report.join("report.md"))
+        .unwrap()
+        .starts_with("# quantgate verify: GO"));
+    assert!(r["llama_cpp"]
+        .as_str()
+        .unwrap()
+        .starts_with("llama-cpp-sys-2 =0.1.161"));
+}
