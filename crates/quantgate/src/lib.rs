@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod check_dequant;
+pub mod child;
 pub mod convert;
 pub mod hash;
 pub mod inspect;

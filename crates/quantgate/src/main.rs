@@ -109,6 +109,21 @@ enum BenchCommand {
         #[arg(long, value_delimiter = ',')]
         types: Vec<String>,
     },
+    /// `convert` wall time and peak RSS (each run a child process of its own), ours vs llama.cpp's
+    /// convert_hf_to_gguf.py when Python with torch and the script are available.
+    Convert {
+        /// HF folder to convert.
+        hf_dir: PathBuf,
+        /// Output type.
+        #[arg(long, default_value = "f16")]
+        outtype: String,
+        /// Path of llama.cpp's convert_hf_to_gguf.py (with its gguf-py and conversion packages).
+        #[arg(long)]
+        peer_script: Option<PathBuf>,
+        /// Repetitions per arm, alternated (median reported).
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
+    },
     /// Wall time of `inspect` (open, validate, sha256, report) without --check-dequant.
     Inspect {
         /// GGUF files.
@@ -312,6 +327,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Bench(BenchCommand::Convert {
+            hf_dir,
+            outtype,
+            peer_script,
+            reps,
+        }) => bench_convert(&hf_dir, &outtype, peer_script.as_deref(), reps),
         Command::Bench(BenchCommand::Inspect { files, reps }) => {
             if files.is_empty() || reps == 0 {
                 return Err(Usage(
@@ -499,4 +520,94 @@ fn cmd_demo(out: &std::path::Path) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+fn bench_convert(
+    hf: &std::path::Path,
+    outtype: &str,
+    peer: Option<&std::path::Path>,
+    reps: usize,
+) -> anyhow::Result<ExitCode> {
+    if reps == 0 {
+        return Err(Usage("--reps must be at least 1".into()).into());
+    }
+    let tmp = tempfile::tempdir()?;
+    let exe = std::env::current_exe()?;
+    let torch = std::process::Command::new("python3")
+        .args(["-c", "import torch, numpy"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    let peer_ok = match peer {
+        Some(p) if torch && p.exists() => true,
+        Some(p) if !p.exists() => {
+            println!("peer: {} not found", p.display());
+            false
+        }
+        Some(_) => {
+            println!("peer: Python with torch and numpy is not available; convert_hf_to_gguf.py cannot run here");
+            false
+        }
+        None => {
+            println!(
+                "peer: no --peer-script given (llama.cpp's convert_hf_to_gguf.py; needs torch)"
+            );
+            false
+        }
+    };
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        let m = quantgate::child::run_measured(
+            std::process::Command::new(&exe)
+                .arg("convert")
+                .arg(hf)
+                .arg("-o")
+                .arg(tmp.path().join("ours.gguf"))
+                .args(["--outtype", outtype])
+                .stdout(std::process::Stdio::null()),
+        )?;
+        anyhow::ensure!(m.exit_code == Some(0), "our convert failed: {m:?}");
+        ours.push(m);
+        if peer_ok {
+            let m = quantgate::child::run_measured(
+                std::process::Command::new("python3")
+                    .arg(peer.expect("checked"))
+                    .arg(hf)
+                    .arg("--outfile")
+                    .arg(tmp.path().join("peer.gguf"))
+                    .args(["--outtype", outtype])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null()),
+            )?;
+            anyhow::ensure!(
+                m.exit_code == Some(0),
+                "convert_hf_to_gguf.py failed: {m:?}"
+            );
+            theirs.push(m);
+        }
+    }
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let summary = |v: &[quantgate::child::Measured]| {
+        let mut w: Vec<f64> = v.iter().map(|m| m.wall_s).collect();
+        let mut r: Vec<f64> = v.iter().map(|m| m.max_rss_kib as f64).collect();
+        (med(&mut w), med(&mut r))
+    };
+    let (ow, orss) = summary(&ours);
+    println!("ours:  convert {} --outtype {outtype}: median wall {ow:.3} s, peak RSS {:.1} MiB ({reps} runs)", hf.display(), orss / 1024.0);
+    if !theirs.is_empty() {
+        let (tw, trss) = summary(&theirs);
+        println!(
+            "peer:  convert_hf_to_gguf.py: median wall {tw:.3} s, peak RSS {:.1} MiB",
+            trss / 1024.0
+        );
+        println!(
+            "ratio: {:.1}x faster (goal >= 10x), peak RSS {:.2} of the peer's (goal <= 0.33)",
+            tw / ow,
+            orss / trss
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -370,3 +370,32 @@ fn gate3_hashes_the_release_and_cli_prints_go_last() {
         .unwrap()
         .starts_with("llama-cpp-sys-2 =0.1.161"));
 }
+
+#[test]
+fn convert_peak_rss_is_bounded_by_the_largest_tensor_not_the_model() {
+    // Each conversion in a child process of its own: its peak RSS is its own (wait4).
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_quantgate"));
+        cmd.arg("convert")
+            .arg(minilm())
+            .arg("-o")
+            .arg(dir.path().join("m.gguf"))
+            .args(extra);
+        cmd.stdout(std::process::Stdio::null());
+        let m = quantgate::child::run_measured(&mut cmd).unwrap();
+        assert_eq!(m.exit_code, Some(0));
+        m.max_rss_kib as f64 * 1024.0
+    };
+    let baseline = run(&["--vocab-only"]);
+    let full = run(&["--outtype", "f32"]);
+    let hf = convert::hf::HfDir::open(&minilm(), true).unwrap();
+    let largest_f32 = hf.tensors.iter().map(|t| t.n_elements() * 4).max().unwrap() as f64;
+    let model_bytes: f64 = hf.tensors.iter().map(|t| t.n_elements() as f64 * 4.0).sum();
+    let delta = full - baseline;
+    // The source bytes, their f32 values and the encoded output of one tensor at a time.
+    assert!(
+        delta <= 2.5 * largest_f32,
+        "peak RSS grew by {delta} bytes; largest tensor {largest_f32}, model {model_bytes}"
+    );
+}

@@ -1,8 +1,11 @@
-//! Reading an HF checkpoint folder: config.json, tokenizer files and (sharded) safetensors,
-//! memory-mapped so a conversion holds at most one converted tensor in memory.
+//! Reading an HF checkpoint folder: config.json, tokenizer files and (sharded) safetensors.
+//! Headers are parsed up front; tensor data is read with positioned reads one tensor at a time
+//! (not memory-mapped), so a conversion's resident memory is bounded by its largest tensor,
+//! not by the model's size.
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -49,7 +52,7 @@ pub struct HfDir {
     pub tokenizer_config: Value,
     /// Tensors in checkpoint order: shard files sorted by name, each in data-offset order.
     pub tensors: Vec<SourceTensor>,
-    files: Vec<(PathBuf, memmap2::Mmap)>,
+    files: Vec<(PathBuf, File)>,
 }
 
 /// Reads a JSON file, naming it in errors.
@@ -114,26 +117,75 @@ impl HfDir {
             let path = self.dir.join(name);
             let file = File::open(&path)
                 .with_context(|| format!("{}: cannot open shard", path.display()))?;
-            // SAFETY: read-only map of a file we do not modify.
-            let map = unsafe { memmap2::Mmap::map(&file) }
-                .with_context(|| format!("{}: cannot map", path.display()))?;
-            let (header_len, meta) = safetensors::SafeTensors::read_metadata(&map)
-                .map_err(|e| anyhow!("{}: invalid safetensors header: {e}", path.display()))?;
-            let base = 8 + header_len;
+            let file_len = file.metadata()?.len() as usize;
+            // The header: u64 length, then that much JSON (capped as the safetensors crate does).
+            let mut len8 = [0u8; 8];
+            file.read_exact_at(&mut len8, 0).with_context(|| {
+                format!("{}: truncated safetensors header length", path.display())
+            })?;
+            let n = u64::from_le_bytes(len8);
+            if n > 100_000_000 || 8 + n as usize > file_len {
+                bail!(
+                    "{}: safetensors header length {n} is invalid for a {file_len}-byte file",
+                    path.display()
+                );
+            }
+            let mut head = vec![0u8; 8 + n as usize];
+            file.read_exact_at(&mut head, 0)?;
+            let header: Value = serde_json::from_slice(&head[8..]).with_context(|| {
+                format!("{}: safetensors header is not valid JSON", path.display())
+            })?;
+            let entries = header.as_object().ok_or_else(|| {
+                anyhow!(
+                    "{}: safetensors header is not a JSON object",
+                    path.display()
+                )
+            })?;
+            let base = 8 + n as usize;
             let mut list: Vec<SourceTensor> = Vec::new();
-            for (tname, info) in meta.tensors() {
-                let dtype = match info.dtype {
-                    safetensors::Dtype::F32 => SourceDtype::F32,
-                    safetensors::Dtype::F16 => SourceDtype::F16,
-                    safetensors::Dtype::BF16 => SourceDtype::BF16,
-                    _ => SourceDtype::Other,
+            for (tname, info) in entries {
+                if tname == "__metadata__" {
+                    continue;
+                }
+                let bad = |what: &str| anyhow!("{}: tensor {tname:?}: {what}", path.display());
+                let (dtype, width) = match info["dtype"].as_str() {
+                    Some("F32") => (SourceDtype::F32, 4),
+                    Some("F16") => (SourceDtype::F16, 2),
+                    Some("BF16") => (SourceDtype::BF16, 2),
+                    Some(_) => (SourceDtype::Other, 0),
+                    None => return Err(bad("field dtype missing")),
                 };
-                let (s, e) = info.data_offsets;
-                if base + e > map.len() {
-                    bail!(
-                        "{}: tensor {tname:?} data_offsets end {e} beyond the file",
-                        path.display()
-                    );
+                let shape: Vec<usize> = info["shape"]
+                    .as_array()
+                    .ok_or_else(|| bad("field shape missing"))?
+                    .iter()
+                    .map(|d| {
+                        d.as_u64()
+                            .map(|d| d as usize)
+                            .ok_or_else(|| bad("shape holds a non-integer"))
+                    })
+                    .collect::<Result<_>>()?;
+                let offs = info["data_offsets"]
+                    .as_array()
+                    .ok_or_else(|| bad("field data_offsets missing"))?;
+                let (s, e) = match (
+                    offs.first().and_then(|v| v.as_u64()),
+                    offs.get(1).and_then(|v| v.as_u64()),
+                ) {
+                    (Some(s), Some(e)) if offs.len() == 2 && s <= e => (s as usize, e as usize),
+                    _ => return Err(bad("data_offsets is not [start, end] with start <= end")),
+                };
+                if base.checked_add(e).is_none_or(|end| end > file_len) {
+                    return Err(bad(&format!(
+                        "data_offsets end {e} is beyond the file ({file_len} bytes)"
+                    )));
+                }
+                let n_el = shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d));
+                if width > 0 && n_el.and_then(|n| n.checked_mul(width)) != Some(e - s) {
+                    return Err(bad(&format!(
+                        "shape {shape:?} × {width} bytes does not equal data_offsets length {}",
+                        e - s
+                    )));
                 }
                 if let Some(prev) = seen.insert(tname.clone(), name.clone()) {
                     bail!("tensor {tname:?} appears in both {prev} and {name}");
@@ -141,7 +193,7 @@ impl HfDir {
                 list.push(SourceTensor {
                     name: tname.clone(),
                     dtype,
-                    shape: info.shape.clone(),
+                    shape,
                     file: fi,
                     start: base + s,
                     end: base + e,
@@ -149,14 +201,20 @@ impl HfDir {
             }
             list.sort_by_key(|t| t.start);
             self.tensors.extend(list);
-            self.files.push((path, map));
+            self.files.push((path, file));
         }
         Ok(())
     }
 
-    /// The stored bytes of `t`.
-    pub fn bytes(&self, t: &SourceTensor) -> &[u8] {
-        &self.files[t.file].1[t.start..t.end]
+    /// The stored bytes of `t`, read from its shard.
+    ///
+    /// Errors: the shard became shorter or unreadable since it was opened.
+    pub fn bytes(&self, t: &SourceTensor) -> std::io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; t.end - t.start];
+        self.files[t.file]
+            .1
+            .read_exact_at(&mut buf, t.start as u64)?;
+        Ok(buf)
     }
 
     /// The shard file holding `t`.
@@ -165,9 +223,9 @@ impl HfDir {
     }
 
     /// The values of `t` as f32 (exact for F32, F16 and BF16 sources).
-    pub fn to_f32(&self, t: &SourceTensor) -> Vec<f32> {
-        let b = self.bytes(t);
-        match t.dtype {
+    pub fn to_f32(&self, t: &SourceTensor) -> std::io::Result<Vec<f32>> {
+        let b = self.bytes(t)?;
+        Ok(match t.dtype {
             SourceDtype::F32 => b
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -182,7 +240,7 @@ impl HfDir {
                 .collect(),
             // plan() refuses to map such tensors.
             SourceDtype::Other => Vec::new(),
-        }
+        })
     }
 
     /// An integer from config.json (also looked up under `text_config`).

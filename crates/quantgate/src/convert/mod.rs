@@ -234,7 +234,7 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
             ggml_type: ty,
             dims: p.ne.clone(),
             data: TensorData::Deferred(Box::new(move |out| {
-                let x = hf_ref.to_f32(src);
+                let x = hf_ref.to_f32(src)?;
                 let mut buf = Vec::new();
                 match ty {
                     GgmlType::F32 => buf.extend(x.iter().flat_map(|v| v.to_le_bytes())),
