@@ -25,6 +25,20 @@ pub struct ContextParams {
 }
 
 impl ContextParams {
+    /// Settings for logits of sequences of up to `n_ctx` tokens (llama-perplexity's per-chunk
+    /// shape: one chunk per decode, `n_ubatch` tokens per physical batch).
+    pub fn logits(n_ctx: u32, n_ubatch: u32, n_threads: i32) -> Self {
+        ContextParams {
+            n_ctx,
+            n_batch: n_ctx,
+            n_ubatch,
+            n_threads,
+            embeddings: false,
+            pooling_type: -1,
+            type_kv: 1,
+        }
+    }
+
     /// Settings for pooled embeddings of sequences of up to `n_ctx` tokens.
     pub fn embeddings(n_ctx: u32, n_threads: i32) -> Self {
         ContextParams {
@@ -97,13 +111,45 @@ impl<'m> Context<'m> {
     /// Evaluates one sequence (positions 0..n, sequence 0, every token an output), after
     /// clearing the memory, as llama.cpp's embedding example does.
     fn eval(&mut self, tokens: &[i32]) -> Result<(), RuntimeError> {
+        self.eval_outputs(tokens, 0)
+    }
+
+    /// Evaluates one sequence after clearing the memory, requesting outputs only for positions
+    /// ≥ `first_output` (llama-perplexity scores the second half of each chunk), then returns
+    /// the logits of those positions (`n − first_output` rows of `n_vocab`).
+    ///
+    /// Errors: a sequence longer than one ubatch or the context, or a failed decode.
+    pub fn logits_from(
+        &mut self,
+        tokens: &[i32],
+        first_output: usize,
+    ) -> Result<Vec<Vec<f32>>, RuntimeError> {
+        self.eval_outputs(tokens, first_output)?;
+        let n_vocab = self.model.n_vocab();
+        (first_output..tokens.len())
+            .map(|i| {
+                // SAFETY: position i was requested as an output.
+                let p = unsafe { sys::llama_get_logits_ith(self.ptr.as_ptr(), i as i32) };
+                if p.is_null() {
+                    return Err(RuntimeError::Eval {
+                        call: "llama_get_logits_ith",
+                        detail: format!("no logits at position {i}"),
+                    });
+                }
+                // SAFETY: n_vocab floats per output row.
+                Ok(unsafe { std::slice::from_raw_parts(p, n_vocab) }.to_vec())
+            })
+            .collect()
+    }
+
+    fn eval_outputs(&mut self, tokens: &[i32], first_output: usize) -> Result<(), RuntimeError> {
         let n = tokens.len();
-        if n == 0 || n > self.params.n_ubatch as usize || n > self.params.n_ctx as usize {
+        if n == 0 || n > self.params.n_batch as usize || n > self.params.n_ctx as usize {
             return Err(RuntimeError::Eval {
                 call: "llama_decode",
                 detail: format!(
-                    "{n} tokens do not fit one ubatch of {} (n_ctx {})",
-                    self.params.n_ubatch, self.params.n_ctx
+                    "{n} tokens do not fit one batch of {} (n_ctx {})",
+                    self.params.n_batch, self.params.n_ctx
                 ),
             });
         }
@@ -117,7 +163,7 @@ impl<'m> Context<'m> {
                 *batch.pos.add(i) = i as i32;
                 *batch.n_seq_id.add(i) = 1;
                 *(*batch.seq_id.add(i)) = 0;
-                *batch.logits.add(i) = 1;
+                *batch.logits.add(i) = (i >= first_output) as i8;
             }
             batch.n_tokens = n as i32;
             let (call, rc) = if self.model.encoder_only() {

@@ -80,6 +80,24 @@ impl Model {
         unsafe { sys::llama_vocab_n_tokens(self.vocab()) as usize }
     }
 
+    /// The vocabulary's add_bos flag (after llama.cpp's defaults and the GGUF keys).
+    pub fn add_bos(&self) -> bool {
+        // SAFETY: valid vocab.
+        unsafe { sys::llama_vocab_get_add_bos(self.vocab()) }
+    }
+
+    /// The vocabulary's add_eos flag.
+    pub fn add_eos(&self) -> bool {
+        // SAFETY: valid vocab.
+        unsafe { sys::llama_vocab_get_add_eos(self.vocab()) }
+    }
+
+    /// The BOS token id.
+    pub fn bos(&self) -> i32 {
+        // SAFETY: valid vocab.
+        unsafe { sys::llama_vocab_bos(self.vocab()) }
+    }
+
     /// Whether llama.cpp evaluates this model with `llama_encode` (encoder-only models).
     pub fn encoder_only(&self) -> bool {
         // SAFETY: valid model.

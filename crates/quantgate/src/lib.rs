@@ -7,6 +7,7 @@ pub mod bench;
 pub mod check_dequant;
 pub mod child;
 pub mod convert;
+pub mod eval;
 pub mod hash;
 pub mod inspect;
 pub mod verify;

@@ -87,9 +87,39 @@ enum Command {
         #[arg(long, default_value = "out/demo")]
         out: PathBuf,
     },
+    /// Measurements compatible with llama.cpp's tools.
+    #[command(subcommand)]
+    Eval(EvalCommand),
     /// Benchmarks: our figures next to the named peer's (ggml), measured in one run, with ratios.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum EvalCommand {
+    /// Perplexity as llama-perplexity computes it; prints its per-chunk and `Final estimate` lines.
+    Ppl {
+        /// The GGUF model.
+        model: PathBuf,
+        /// Text file (one trailing newline is stripped, as `-f` does).
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// Tokens per chunk.
+        #[arg(short = 'c', long, default_value_t = 512)]
+        ctx: u32,
+        /// Chunks to score (default: all).
+        #[arg(long)]
+        chunks: Option<usize>,
+        /// Threads.
+        #[arg(short = 't', long, default_value_t = 2)]
+        threads: i32,
+        /// Physical batch size.
+        #[arg(long, default_value_t = 512)]
+        ubatch: u32,
+        /// Also write the result as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -159,6 +189,42 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Eval(EvalCommand::Ppl {
+            model,
+            file,
+            ctx,
+            chunks,
+            threads,
+            ubatch,
+            json,
+        }) => {
+            let text = quantgate::eval::ppl::read_text(&file)?;
+            let p = quantgate::eval::ppl::PplParams {
+                n_ctx: ctx,
+                chunks,
+                threads,
+                n_ubatch: ubatch,
+            };
+            println!("runtime: {}", llama_runtime::build_info());
+            let r = quantgate::eval::ppl::perplexity(&model, &text, &p, |i, ppl| {
+                use std::io::Write;
+                print!("[{i}]{ppl:.4},");
+                let _ = std::io::stdout().flush();
+            })?;
+            println!();
+            println!(
+                "perplexity: {} chunks, n_ctx={}, {} tokens scored, {:.1} tokens/s, load {:.0} ms, threads {}",
+                r.chunks, ctx, r.scored_tokens, r.tokens_per_second, r.load_ms, threads
+            );
+            println!("Final estimate: PPL = {:.4} +/- {:.5}", r.ppl, r.ppl_se);
+            if let Some(j) = json {
+                quantgate::verify::report::write_atomic(
+                    &j,
+                    serde_json::to_string_pretty(&r)?.as_bytes(),
+                )?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Demo { out } => cmd_demo(&out),
         Command::Verify {
             hf,

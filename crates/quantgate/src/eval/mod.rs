@@ -1,0 +1,3 @@
+//! `quantgate eval`: measurements numerically compatible with llama.cpp's own tools.
+
+pub mod ppl;

@@ -1,0 +1,140 @@
+//! Perplexity exactly as llama-perplexity computes it (`../shared/docs/llamacpp-spec.md` §1.1):
+//! the whole text tokenized with add_special = true, parse_special = false; chunks of `n_ctx`
+//! tokens with the first token replaced by BOS when the vocab adds BOS; logits of the second
+//! half only; tokens at positions first+1 … n_ctx−1 scored; nll = −(l_y − max − ln Σ exp(l − max))
+//! with f32 exp and f64 sums; delta-method standard error.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{bail, Context as _, Result};
+use llama_runtime::{Context, ContextParams, Model};
+use serde::Serialize;
+
+/// Settings that change the result (all recorded).
+#[derive(Clone, Debug, Serialize)]
+pub struct PplParams {
+    /// Tokens per chunk (`-c`).
+    pub n_ctx: u32,
+    /// Chunks to score (`--chunks`; `None` = all).
+    pub chunks: Option<usize>,
+    /// Threads.
+    pub threads: i32,
+    /// Physical batch size (`-ub`).
+    pub n_ubatch: u32,
+}
+
+/// The result.
+#[derive(Clone, Debug, Serialize)]
+pub struct PplResult {
+    /// exp(mean nll).
+    pub ppl: f64,
+    /// Delta-method standard error of the PPL.
+    pub ppl_se: f64,
+    /// Chunks scored.
+    pub chunks: usize,
+    /// Tokens scored.
+    pub scored_tokens: usize,
+    /// Tokens in the whole text.
+    pub text_tokens: usize,
+    /// Running PPL after each chunk.
+    pub running: Vec<f64>,
+    /// Tokens per second over the scored chunks (all chunk tokens evaluated / time).
+    pub tokens_per_second: f64,
+    /// Model load time, ms.
+    pub load_ms: f64,
+    /// Settings.
+    pub params: PplParams,
+}
+
+/// The text as llama-perplexity's `-f` reads it: the file with exactly one trailing `\n` removed.
+pub fn read_text(path: &Path) -> Result<String> {
+    let mut t = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    if t.ends_with('\n') {
+        t.pop();
+    }
+    Ok(t)
+}
+
+/// Negative log-likelihood of token `y` under `logits` (llama-perplexity's `log_softmax`).
+pub fn nll(logits: &[f32], y: usize) -> f64 {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v));
+    let sum: f64 = logits.iter().map(|v| (v - max).exp() as f64).sum();
+    -((logits[y] - max) as f64 - sum.ln())
+}
+
+/// Computes PPL of `model_path` on `text`, calling `progress(chunk, running_ppl)` per chunk.
+///
+/// Errors: a model that adds EOS (llama-perplexity asserts on it), too few tokens
+/// (`2·n_ctx` needed), or a failed decode.
+pub fn perplexity(
+    model_path: &Path,
+    text: &str,
+    p: &PplParams,
+    mut progress: impl FnMut(usize, f64),
+) -> Result<PplResult> {
+    let t0 = Instant::now();
+    let model = Model::load(model_path, false)?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    if model.add_eos() {
+        bail!(
+            "{}: the vocabulary adds EOS; llama-perplexity refuses such models",
+            model_path.display()
+        );
+    }
+    let tokens = model.tokenize(text, true, false)?;
+    let n_ctx = p.n_ctx as usize;
+    if tokens.len() < 2 * n_ctx {
+        bail!(
+            "you need at least {} tokens to evaluate perplexity with a context of {n_ctx}; the text has {}",
+            2 * n_ctx,
+            tokens.len()
+        );
+    }
+    let n_chunk_max = tokens.len() / n_ctx;
+    let n_chunk = p.chunks.map_or(n_chunk_max, |c| c.min(n_chunk_max));
+    let mut ctx = Context::new(
+        &model,
+        ContextParams::logits(p.n_ctx, p.n_ubatch.min(p.n_ctx), p.threads),
+    )?;
+    let first = n_ctx / 2;
+    let (mut count, mut sum, mut sum2) = (0usize, 0f64, 0f64);
+    let mut running = Vec::with_capacity(n_chunk);
+    let t1 = Instant::now();
+    for i in 0..n_chunk {
+        let mut chunk = tokens[i * n_ctx..(i + 1) * n_ctx].to_vec();
+        if model.add_bos() {
+            chunk[0] = model.bos();
+        }
+        let logits = ctx.logits_from(&chunk, first)?;
+        for j in first..n_ctx - 1 {
+            let y = tokens[i * n_ctx + j + 1] as usize;
+            let v = nll(&logits[j - first], y);
+            sum += v;
+            sum2 += v * v;
+            count += 1;
+        }
+        let ppl = (sum / count as f64).exp();
+        running.push(ppl);
+        progress(i + 1, ppl);
+    }
+    let secs = t1.elapsed().as_secs_f64();
+    let mean = sum / count as f64;
+    let var = sum2 / count as f64 - mean * mean;
+    if var.is_nan() || var <= 0.0 {
+        bail!("Unexpected negative standard deviation of log(prob)");
+    }
+    let se = (var / (count as f64 - 1.0)).sqrt();
+    Ok(PplResult {
+        ppl: mean.exp(),
+        ppl_se: se * mean.exp(),
+        chunks: n_chunk,
+        scored_tokens: count,
+        text_tokens: tokens.len(),
+        running,
+        tokens_per_second: (n_chunk * n_ctx) as f64 / secs,
+        load_ms,
+        params: p.clone(),
+    })
+}

