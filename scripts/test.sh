@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/fetch-models.sh
+scripts/build-smollm2-fixture.sh
 cargo test --release --workspace
 # Style last, so a formatting nit never hides test results.
 cargo fmt --all -- --check

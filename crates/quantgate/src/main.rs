@@ -284,6 +284,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     v.min_cosine, r.thresholds.min_cosine, v.top1_identical, v.queries
                 );
             }
+            if let Some(l) = &r.gate2_logits {
+                println!(
+                    "gate 2 logits: {} texts, {} positions; min cosine {:.6} (threshold {}), argmax agreement {:.4} (threshold {}), mean KLD {:.6} (threshold {})",
+                    l.texts,
+                    l.positions,
+                    l.min_cosine,
+                    r.thresholds.min_logits_cosine,
+                    l.top1_agreement,
+                    r.thresholds.min_logits_top1_agreement,
+                    l.mean_kld,
+                    r.thresholds.max_mean_kld
+                );
+            }
             if let Some(g) = &r.gate3 {
                 println!(
                     "gate 3: {} files hashed; {} re-measured (load {:.0} ms)",

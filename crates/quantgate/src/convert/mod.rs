@@ -77,6 +77,9 @@ pub struct PlannedTensor {
     pub ne: Vec<u64>,
     /// Why the type differs from the outtype, if it does.
     pub rule: String,
+    /// llama's Q/K row permutation: the head count to permute with (attn_q: n_head,
+    /// attn_k: n_kv_head), or `None`.
+    pub permute_heads: Option<usize>,
 }
 
 /// Options of a conversion.
@@ -156,6 +159,7 @@ pub fn plan(hf: &HfDir, arch: Arch, outtype: OutType) -> Result<Vec<(usize, Plan
         } else {
             (outtype.ggml(), String::new())
         };
+        let permute_heads = permute_heads(hf, arch, &m.gguf);
         out.push((
             i,
             PlannedTensor {
@@ -164,10 +168,52 @@ pub fn plan(hf: &HfDir, arch: Arch, outtype: OutType) -> Result<Vec<(usize, Plan
                 ggml_type: ty.to_string(),
                 ne,
                 rule,
+                permute_heads,
             },
         ));
     }
     Ok(out)
+}
+
+/// The head count for llama's Q/K permutation of `gguf_name`, if it needs one
+/// (`../shared/docs/llamacpp-spec.md` §4.3: q with n_head, k with n_kv_head, weights and biases).
+pub fn permute_heads(hf: &HfDir, arch: Arch, gguf_name: &str) -> Option<usize> {
+    if arch != Arch::Llama {
+        return None;
+    }
+    let n_head = hf.config_u64("num_attention_heads")? as usize;
+    let n_kv = hf
+        .config_u64("num_key_value_heads")
+        .map(|v| v as usize)
+        .unwrap_or(n_head);
+    let local = gguf_name
+        .rsplit_once('.')
+        .map(|(m, _)| m)?
+        .rsplit('.')
+        .next()?;
+    match local {
+        "attn_q" => Some(n_head),
+        "attn_k" => Some(n_kv),
+        _ => None,
+    }
+}
+
+/// Reorders the rows of `x` (`rows × cols`, row-major) from HF's rotate-half layout to
+/// llama.cpp's adjacent pairs, per head: `new_row[2i + j] = old_row[j·(hd/2) + i]`.
+pub fn permute_qk(x: &[f32], rows: usize, heads: usize) -> Vec<f32> {
+    let cols = x.len() / rows;
+    let hd = rows / heads;
+    let mut out = vec![0f32; x.len()];
+    for h in 0..heads {
+        for i in 0..hd / 2 {
+            for j in 0..2 {
+                let src = h * hd + j * (hd / 2) + i;
+                let dst = h * hd + 2 * i + j;
+                out[dst * cols..(dst + 1) * cols].copy_from_slice(&x[src * cols..(src + 1) * cols]);
+            }
+        }
+    }
+    out
 }
 
 /// Resolves `auto` from the first source tensor with ≥ 2 dims.
@@ -229,12 +275,18 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         let hf_ref = &hf;
         let name = p.gguf_name.clone();
         let uf = underflow.clone();
+        let permute = p.permute_heads;
+        let rows = p.ne.get(1).copied().unwrap_or(p.ne[0]) as usize;
         w.add_tensor(TensorEntry {
             name: p.gguf_name.clone(),
             ggml_type: ty,
             dims: p.ne.clone(),
             data: TensorData::Deferred(Box::new(move |out| {
-                let x = hf_ref.to_f32(src)?;
+                let mut x = hf_ref.to_f32(src)?;
+                if let Some(heads) = permute {
+                    // A 1-D bias has one value per row (ne[0] rows of length 1).
+                    x = permute_qk(&x, rows, heads);
+                }
                 let mut buf = Vec::new();
                 match ty {
                     GgmlType::F32 => buf.extend(x.iter().flat_map(|v| v.to_le_bytes())),

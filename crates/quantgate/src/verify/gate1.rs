@@ -207,7 +207,16 @@ pub fn check_tensors(
             continue;
         };
         *r.by_type.entry(ty.to_string()).or_default() += 1;
-        let x = reference_values(hf, si)?;
+        let mut x = reference_values(hf, si)?;
+        if let Some(heads) = crate::convert::permute_heads(hf, a, &info.name) {
+            // llama.cpp's Q/K row order (spec §4.3), applied to the reference's values.
+            let rows = if ne_src.len() > 1 {
+                ne_src[1] as usize
+            } else {
+                ne_src[0] as usize
+            };
+            x = crate::convert::permute_qk(&x, rows, heads);
+        }
         let expected: Vec<u8> = if ty == GgmlType::F32 {
             x.iter().flat_map(|v| v.to_le_bytes()).collect()
         } else {

@@ -11,6 +11,7 @@
 pub mod corpus;
 pub mod gate1;
 pub mod gate3;
+pub mod logits;
 pub mod report;
 pub mod tokenizer;
 pub mod vectors;
@@ -55,20 +56,36 @@ pub struct Thresholds {
     pub min_cosine: f64,
     /// Fraction of retrieval queries whose top-1 document must be identical (1.0 = all).
     pub min_top1_agreement: f64,
+    /// Causal LMs: lowest allowed per-position cosine of the logits.
+    pub min_logits_cosine: f64,
+    /// Causal LMs: lowest allowed fraction of positions with the same argmax.
+    pub min_logits_top1_agreement: f64,
+    /// Causal LMs: highest allowed mean KL(reference ‖ llama.cpp), nats.
+    pub max_mean_kld: f64,
 }
 
 impl Default for Thresholds {
-    /// The built-in declaration: cosine ≥ 0.99, every top-1 identical.
+    /// The built-in declaration: embedding cosine ≥ 0.99 with every top-1 identical; logits
+    /// cosine ≥ 0.99, argmax agreement ≥ 0.95, mean KLD ≤ 0.01 nats.
     fn default() -> Self {
         Thresholds {
             min_cosine: 0.99,
             min_top1_agreement: 1.0,
+            min_logits_cosine: 0.99,
+            min_logits_top1_agreement: 0.95,
+            max_mean_kld: 0.01,
         }
     }
 }
 
 /// The names every protocol must declare under `[thresholds]`.
-pub const THRESHOLD_NAMES: &[&str] = &["min_cosine", "min_top1_agreement"];
+pub const THRESHOLD_NAMES: &[&str] = &[
+    "min_cosine",
+    "min_top1_agreement",
+    "min_logits_cosine",
+    "min_logits_top1_agreement",
+    "max_mean_kld",
+];
 
 /// Loads thresholds from a protocol TOML file (`[thresholds]` table). Every threshold must be
 /// declared there: an undeclared one is a blocker, never a default.
@@ -98,6 +115,9 @@ pub fn thresholds_from_protocol(path: &Path, blockers: &mut Vec<Blocker>) -> Res
     Ok(Thresholds {
         min_cosine: get("min_cosine"),
         min_top1_agreement: get("min_top1_agreement"),
+        min_logits_cosine: get("min_logits_cosine"),
+        min_logits_top1_agreement: get("min_logits_top1_agreement"),
+        max_mean_kld: get("max_mean_kld"),
     })
 }
 
@@ -145,6 +165,7 @@ pub struct VerifyReport {
     pub gate1: gate1::Gate1Report,
     pub gate2_tokenizer: Option<tokenizer::TokenizerReport>,
     pub gate2_vectors: Option<vectors::VectorReport>,
+    pub gate2_logits: Option<logits::LogitsReport>,
     pub gate3: Option<gate3::Gate3Report>,
     /// Facts worth knowing that do not block (source disagreements, limitations).
     pub notes: Vec<String>,
@@ -288,6 +309,7 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
 
     let params = llama_runtime::ContextParams::embeddings(512, opts.threads);
     let mut vr = None;
+    let mut lr = None;
     if !vocab_only {
         let model_type = hf.config["model_type"].as_str().unwrap_or("");
         let is_embedding = arch == Arch::Bert || pooling.is_some();
@@ -347,12 +369,52 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
             }
             vr = Some(v);
         } else {
-            blockers.push(Blocker::new(
-                2,
-                "logits-not-measured",
-                arch.gguf_name(),
-                "causal-LM logits comparison is not implemented yet: a missing measurement is a failure".into(),
-            ));
+            let reference = reference::decoder::Decoder::load(&opts.hf_dir)?;
+            let gated: Vec<String> = texts
+                .iter()
+                .filter(|t| tokenizer::known_divergence(&tok.json, t).is_none())
+                .cloned()
+                .collect();
+            let l = logits::check(&model, &reference, &tok.tokenizer, &gated, opts.threads)?;
+            if l.positions == 0 {
+                blockers.push(Blocker::new(
+                    2,
+                    "logits-not-measured",
+                    "logits",
+                    "no position was compared".into(),
+                ));
+            }
+            if !meets(l.min_cosine, thresholds.min_logits_cosine) {
+                blockers.push(Blocker::new(
+                    2,
+                    "logits-cosine",
+                    "logits",
+                    format!(
+                        "min cosine {:.6} < {}",
+                        l.min_cosine, thresholds.min_logits_cosine
+                    ),
+                ));
+            }
+            if !meets(l.top1_agreement, thresholds.min_logits_top1_agreement) {
+                blockers.push(Blocker::new(
+                    2,
+                    "logits-top1",
+                    "logits",
+                    format!(
+                        "argmax agreement {:.4} < {}",
+                        l.top1_agreement, thresholds.min_logits_top1_agreement
+                    ),
+                ));
+            }
+            if !meets(thresholds.max_mean_kld, l.mean_kld) {
+                blockers.push(Blocker::new(
+                    2,
+                    "logits-kld",
+                    "logits",
+                    format!("mean KLD {:.6} > {}", l.mean_kld, thresholds.max_mean_kld),
+                ));
+            }
+            lr = Some(l);
         }
     }
 
@@ -379,6 +441,7 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
         gate1: g1,
         gate2_tokenizer: Some(tr),
         gate2_vectors: vr,
+        gate2_logits: lr,
         gate3: g3,
         notes,
     })

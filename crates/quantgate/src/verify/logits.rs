@@ -1,0 +1,85 @@
+//! Gate 2 for causal LMs: per-position logits from llama.cpp against the reference forward
+//! (candle f32 on the HF safetensors), on the same token ids, beyond position 0: min cosine,
+//! top-1 agreement and mean KL divergence (reference ‖ llama.cpp).
+
+use anyhow::Result;
+use llama_runtime::{Context, ContextParams, Model};
+use serde::Serialize;
+
+use super::vectors::cosine;
+
+/// Measurements.
+#[derive(Clone, Debug, Serialize)]
+pub struct LogitsReport {
+    /// Texts evaluated.
+    pub texts: usize,
+    /// Positions compared (position 0 excluded).
+    pub positions: usize,
+    /// Lowest per-position cosine of the logit vectors.
+    pub min_cosine: f64,
+    /// Fraction of positions with the same argmax.
+    pub top1_agreement: f64,
+    /// Mean KL(reference ‖ llama.cpp) over positions, nats.
+    pub mean_kld: f64,
+    /// Largest per-position KLD.
+    pub max_kld: f64,
+}
+
+/// log-softmax in f64.
+fn log_softmax(l: &[f32]) -> Vec<f64> {
+    let max = l.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v)) as f64;
+    let lse = l.iter().map(|v| (*v as f64 - max).exp()).sum::<f64>().ln() + max;
+    l.iter().map(|v| *v as f64 - lse).collect()
+}
+
+fn argmax(l: &[f32]) -> usize {
+    l.iter()
+        .enumerate()
+        .fold(
+            (0, f32::NEG_INFINITY),
+            |b, (i, v)| if *v > b.1 { (i, *v) } else { b },
+        )
+        .0
+}
+
+/// Compares logits on `texts` (tokenized by HF with special tokens; the same ids go to both).
+pub fn check(
+    model: &Model,
+    reference: &reference::decoder::Decoder,
+    hf: &reference::tokenizer::HfTokenizer,
+    texts: &[String],
+    threads: i32,
+) -> Result<LogitsReport> {
+    let mut ctx = Context::new(model, ContextParams::logits(512, 512, threads))?;
+    let (mut n, mut agree, mut kld_sum, mut max_kld, mut min_cos) =
+        (0usize, 0usize, 0f64, 0f64, f64::INFINITY);
+    let mut used = 0;
+    for t in texts {
+        let ids = hf.encode(t, true)?;
+        if ids.len() < 2 || ids.len() > 512 {
+            continue;
+        }
+        used += 1;
+        let ids_i: Vec<i32> = ids.iter().map(|x| *x as i32).collect();
+        let ll = ctx.logits_from(&ids_i, 0)?;
+        let rl = reference.forward(&ids)?.logits.to_vec2::<f32>()?;
+        for pos in 1..ids.len() {
+            let (a, b) = (&rl[pos], &ll[pos]);
+            min_cos = min_cos.min(cosine(a, b));
+            agree += (argmax(a) == argmax(b)) as usize;
+            let (pa, pb) = (log_softmax(a), log_softmax(b));
+            let kld: f64 = pa.iter().zip(&pb).map(|(x, y)| x.exp() * (x - y)).sum();
+            kld_sum += kld;
+            max_kld = max_kld.max(kld);
+            n += 1;
+        }
+    }
+    Ok(LogitsReport {
+        texts: used,
+        positions: n,
+        min_cosine: min_cos,
+        top1_agreement: agree as f64 / n.max(1) as f64,
+        mean_kld: kld_sum / n.max(1) as f64,
+        max_kld,
+    })
+}

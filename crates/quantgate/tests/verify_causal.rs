@@ -1,0 +1,115 @@
+//! Causal LMs (issue 4, first part): the SmolLM2-135M-Instruct HF fixture (built by
+//! scripts/build-smollm2-fixture.sh from real parts) → F16 GGUF with llama's Q/K permutation →
+//! verify GO, with per-position logits compared against the candle reference.
+
+use std::path::PathBuf;
+
+use quantgate::convert::{self, ConvertOptions, OutType};
+use quantgate::verify::{self, VerifyOptions};
+
+#[test]
+fn smollm2_fixture_to_f16_verifies_go_with_logits() {
+    let hf =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/hf/SmolLM2-135M-Instruct");
+    assert!(
+        hf.join(".complete").exists(),
+        "run scripts/build-smollm2-fixture.sh first"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("smollm2-f16.gguf");
+    let c = convert::convert(
+        &hf,
+        &out,
+        &ConvertOptions {
+            outtype: OutType::F16,
+            vocab_only: false,
+        },
+    )
+    .unwrap();
+    assert_eq!(c.tensors.len(), 272);
+    let q = c
+        .tensors
+        .iter()
+        .filter(|t| t.permute_heads.is_some())
+        .count();
+    assert_eq!(q, 60, "attn_q and attn_k of 30 layers are permuted");
+    let r = verify::verify(&VerifyOptions {
+        hf_dir: hf.clone(),
+        gguf: out.clone(),
+        texts: None,
+        protocol: None,
+        release: None,
+        threads: 2,
+    })
+    .unwrap();
+    assert_eq!(r.verdict, "GO", "{:?}", r.blockers);
+    assert_eq!(r.gate1.bit_identical, 272);
+    let l = r.gate2_logits.as_ref().unwrap();
+    assert!(l.positions > 400, "{l:?}");
+    assert!(l.min_cosine > 0.9999, "{l:?}");
+    assert!(l.mean_kld < 1e-4, "{l:?}");
+    assert!(l.top1_agreement > 0.99, "{l:?}");
+
+    // Without the permutation llama.cpp's RoPE pairs the wrong rows: Gate 1 catches it.
+    let g = gguf::Gguf::open(&out).unwrap();
+    let mut w = gguf::GgufWriter::new();
+    for (k, v) in &g.header.metadata {
+        w.add_kv(k.clone(), v.clone());
+    }
+    let src = convert::hf::HfDir::open(&hf, true).unwrap();
+    for t in &g.header.tensors {
+        let data = if t.name == "blk.0.attn_q.weight" {
+            // The HF (un-permuted) rows, encoded as F16.
+            let s = src
+                .tensors
+                .iter()
+                .find(|s| s.name == "model.layers.0.self_attn.q_proj.weight")
+                .unwrap();
+            let mut b = Vec::new();
+            gguf::quant::encode_f16(&src.to_f32(s).unwrap(), &mut b);
+            b
+        } else {
+            g.tensor_data(t).to_vec()
+        };
+        w.add_tensor(gguf::TensorEntry {
+            name: t.name.clone(),
+            ggml_type: t.ggml_type,
+            dims: t.dims.clone(),
+            data: gguf::TensorData::Owned(data),
+        });
+    }
+    let bad = dir.path().join("unpermuted.gguf");
+    w.write_to_path(&bad).unwrap();
+    let r = verify::verify(&VerifyOptions {
+        hf_dir: hf,
+        gguf: bad,
+        texts: None,
+        protocol: None,
+        release: None,
+        threads: 2,
+    })
+    .unwrap();
+    assert_eq!(r.verdict, "NO-GO");
+    assert!(
+        r.blockers
+            .iter()
+            .any(|b| b.code == "tensor-bits" && b.subject == "blk.0.attn_q.weight"),
+        "{:?}",
+        r.blockers
+    );
+}
+
+#[test]
+fn qk_permutation_moves_rotate_half_rows_to_adjacent_pairs() {
+    // One head of 4 rows (hd = 4), 1 column: HF rows [a0, a1, b0, b1] (halves a, b) become
+    // llama.cpp's [a0, b0, a1, b1].
+    let x = [0.0f32, 1.0, 2.0, 3.0];
+    assert_eq!(convert::permute_qk(&x, 4, 1), vec![0.0, 2.0, 1.0, 3.0]);
+    // Two heads of 4 rows, 2 columns each: per head, and whole rows move.
+    let x: Vec<f32> = (0..16).map(|v| v as f32).collect();
+    let p = convert::permute_qk(&x, 8, 2);
+    assert_eq!(
+        p,
+        vec![0., 1., 4., 5., 2., 3., 6., 7., 8., 9., 12., 13., 10., 11., 14., 15.]
+    );
+}
