@@ -15,11 +15,13 @@ mod context;
 mod ggml;
 mod gguf_c;
 mod model;
+mod quantize;
 
 pub use context::{Context, ContextParams};
 pub use ggml::{ggml_quantize, ggml_to_float, type_traits, TypeTraits};
 pub use gguf_c::{CGguf, CTensorInfo, CValue};
 pub use model::{Model, TokenizeError};
+pub use quantize::quantize_model;
 
 /// The exact crate pin of the runtime; printed in every report.
 pub const LLAMA_CPP_SYS_PIN: &str = "llama-cpp-sys-2 =0.1.161";

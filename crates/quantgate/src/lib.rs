@@ -10,4 +10,5 @@ pub mod convert;
 pub mod eval;
 pub mod hash;
 pub mod inspect;
+pub mod quantize;
 pub mod verify;

@@ -87,6 +87,23 @@ enum Command {
         #[arg(long, default_value = "out/demo")]
         out: PathBuf,
     },
+    /// Quantize a GGUF with llama.cpp's own quantizer; reports each tensor's type and every
+    /// fallback by name.
+    Quantize {
+        /// Input GGUF (F32/F16/BF16).
+        input: PathBuf,
+        /// Output GGUF (written atomically).
+        output: PathBuf,
+        /// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K.
+        #[arg(value_name = "TYPE")]
+        ftype: String,
+        /// Threads.
+        #[arg(long, default_value_t = 2)]
+        threads: i32,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Measurements compatible with llama.cpp's tools.
     #[command(subcommand)]
     Eval(EvalCommand),
@@ -189,6 +206,32 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Quantize {
+            input,
+            output,
+            ftype,
+            threads,
+            json,
+        } => {
+            let r = quantgate::quantize::quantize(&input, &output, &ftype, threads)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                println!("runtime: {}", llama_runtime::build_info());
+                let mut hist = std::collections::BTreeMap::<&str, usize>::new();
+                for t in &r.tensors {
+                    *hist.entry(t.ggml_type.as_str()).or_default() += 1;
+                }
+                println!(
+                    "quantized {} → {} as {} in {:.2} s: {} bytes; types {:?}",
+                    r.input, r.output, r.ftype, r.seconds, r.file_bytes, hist
+                );
+                for f in &r.fallbacks {
+                    println!("fallback: {f}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Eval(EvalCommand::Ppl {
             model,
             file,

@@ -113,3 +113,61 @@ fn qk_permutation_moves_rotate_half_rows_to_adjacent_pairs() {
         vec![0., 1., 4., 5., 2., 3., 6., 7., 8., 9., 12., 13., 10., 11., 14., 15.]
     );
 }
+
+#[test]
+fn quantize_q4_k_m_and_q8_0_load_in_llama_cpp_and_report_fallbacks() {
+    let hf =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/hf/SmolLM2-135M-Instruct");
+    let dir = tempfile::tempdir().unwrap();
+    let f16 = dir.path().join("f16.gguf");
+    convert::convert(
+        &hf,
+        &f16,
+        &ConvertOptions {
+            outtype: OutType::F16,
+            vocab_only: false,
+        },
+    )
+    .unwrap();
+    for (ty, base) in [("Q4_K_M", "Q4_K"), ("Q8_0", "Q8_0")] {
+        let out = dir.path().join(format!("{ty}.gguf"));
+        let r = quantgate::quantize::quantize(&f16, &out, ty, 2).unwrap();
+        assert_eq!(r.tensors.len(), 272);
+        assert!(r.tensors.iter().any(|t| t.ggml_type == base), "{ty}");
+        if ty == "Q4_K_M" {
+            // SmolLM2's hidden size 576 is not a multiple of 256: those rows fall back.
+            assert!(
+                r.fallbacks
+                    .iter()
+                    .any(|f| f.starts_with("token_embd.weight: row length 576")),
+                "{:?}",
+                r.fallbacks
+            );
+            assert!(r.tensors.iter().any(|t| t.ggml_type == "Q6_K"));
+        } else {
+            assert!(r.fallbacks.is_empty());
+        }
+        // Loads in llama.cpp and gives finite logits.
+        let model = llama_runtime::Model::load(&out, false).unwrap();
+        let ids = model
+            .tokenize("The capital of France is", true, false)
+            .unwrap();
+        let mut ctx =
+            llama_runtime::Context::new(&model, llama_runtime::ContextParams::logits(64, 64, 2))
+                .unwrap();
+        let logits = ctx.logits_from(&ids, ids.len() - 1).unwrap();
+        assert_eq!(logits[0].len(), 49152);
+        assert!(logits[0].iter().all(|v| v.is_finite()));
+    }
+    // A missing input is a clear error naming the file.
+    let e = quantgate::quantize::quantize(
+        &dir.path().join("nope.gguf"),
+        &dir.path().join("x.gguf"),
+        "Q8_0",
+        2,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("nope.gguf"), "{e}");
+    let e = quantgate::quantize::quantize(&f16, &dir.path().join("x.gguf"), "Q9_9", 2).unwrap_err();
+    assert!(e.to_string().contains("unknown type \"Q9_9\""), "{e}");
+}

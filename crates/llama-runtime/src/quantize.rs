@@ -1,0 +1,55 @@
+//! llama.cpp's own quantizer (`llama_model_quantize`, `src/llama-quant.cpp`), written through a
+//! temporary file in the target folder and renamed only on success.
+
+use std::ffi::CString;
+use std::path::Path;
+
+use crate::{init, sys, RuntimeError};
+
+/// Quantizes `input` to `output` as llama.cpp ftype `ftype` (`LLAMA_FTYPE_*`, e.g. 15 =
+/// Q4_K_M) with `nthread` threads and no importance matrix.
+///
+/// Errors: llama.cpp's non-zero return (unreadable input, unsupported type …), or a failed rename.
+pub fn quantize_model(
+    input: &Path,
+    output: &Path,
+    ftype: u32,
+    nthread: i32,
+) -> Result<(), RuntimeError> {
+    init();
+    let fail = |detail: String| RuntimeError::Eval {
+        call: "llama_model_quantize",
+        detail,
+    };
+    let dir = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let cin = CString::new(input.as_os_str().as_encoded_bytes())
+        .map_err(|_| fail("NUL in input path".into()))?;
+    let cout = CString::new(tmp.as_os_str().as_encoded_bytes())
+        .map_err(|_| fail("NUL in output path".into()))?;
+    // SAFETY: default params, adjusted by plain field writes; paths are NUL-terminated.
+    let rc = unsafe {
+        let mut p = sys::llama_model_quantize_default_params();
+        p.nthread = nthread;
+        p.ftype = ftype as _;
+        sys::llama_model_quantize(cin.as_ptr(), cout.as_ptr(), &p)
+    };
+    if rc != 0 {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(format!(
+            "returned {rc} for {} → ftype {ftype}",
+            input.display()
+        )));
+    }
+    std::fs::rename(&tmp, output).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        fail(format!("rename to {}: {e}", output.display()))
+    })
+}
