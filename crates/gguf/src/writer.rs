@@ -239,6 +239,8 @@ impl<'a> GgufWriter<'a> {
         let tmp = tempfile::Builder::new()
             .prefix(&format!(".{file_name}."))
             .suffix(".tmp")
+            // Like any file a tool writes (tempfile's default 0600 would hide it from others).
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
             .tempfile_in(dir)
             .map_err(io)?;
         let mut buf = BufWriter::with_capacity(1 << 20, tmp);

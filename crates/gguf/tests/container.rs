@@ -150,6 +150,11 @@ fn atomic_write_leaves_nothing_on_failure_and_replaces_on_success() {
         data: TensorData::Owned(vec![1u8; 16]),
     });
     let s = w.write_to_path(&path).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
     assert_eq!(s.data_offset % 64, 0);
     assert_eq!(s.file_bytes, s.data_offset + 64);
     let g = gguf::Gguf::open(&path).unwrap();

@@ -114,6 +114,37 @@ enum Command {
 
 #[derive(Subcommand)]
 enum EvalCommand {
+    /// Base run of the KL divergence: writes llama-perplexity's `_logits_` file.
+    KldBase {
+        /// The base (e.g. F16) model.
+        model: PathBuf,
+        /// Text file.
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// Output logits file.
+        #[arg(long)]
+        out: PathBuf,
+        /// Tokens per chunk.
+        #[arg(short = 'c', long, default_value_t = 512)]
+        ctx: usize,
+        /// Chunks (default: all).
+        #[arg(long)]
+        chunks: Option<usize>,
+        /// Threads.
+        #[arg(short = 't', long, default_value_t = 2)]
+        threads: i32,
+    },
+    /// Compare run: mean KLD(base‖model), same top p, Δp RMS against a `_logits_` file.
+    Kld {
+        /// The model to compare.
+        model: PathBuf,
+        /// The base logits file (from `eval kld-base` or llama-perplexity --kl-divergence-base).
+        #[arg(long)]
+        base: PathBuf,
+        /// Threads.
+        #[arg(short = 't', long, default_value_t = 2)]
+        threads: i32,
+    },
     /// Perplexity as llama-perplexity computes it; prints its per-chunk and `Final estimate` lines.
     Ppl {
         /// The GGUF model.
@@ -230,6 +261,49 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     println!("fallback: {f}");
                 }
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval(EvalCommand::KldBase {
+            model,
+            file,
+            out,
+            ctx,
+            chunks,
+            threads,
+        }) => {
+            let text = quantgate::eval::ppl::read_text(&file)?;
+            let (n_chunk, n_vocab) =
+                quantgate::eval::kld::write_base(&model, &text, ctx, chunks, threads, &out)?;
+            println!("runtime: {}", llama_runtime::build_info());
+            println!(
+                "kld base: {} chunks × {ctx} tokens, n_vocab {n_vocab} → {}",
+                n_chunk,
+                out.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval(EvalCommand::Kld {
+            model,
+            base,
+            threads,
+        }) => {
+            let r = quantgate::eval::kld::compare(&model, &base, threads)?;
+            println!("runtime: {}", llama_runtime::build_info());
+            println!("====== Perplexity statistics ======");
+            println!("Mean PPL(Q)                   : {:10.6}", r.ppl_q);
+            println!("Mean PPL(base)                : {:10.6}", r.ppl_base);
+            println!("====== KL divergence statistics ======");
+            println!("Mean    KLD: {:10.6} ± {:10.6}", r.mean_kld, r.mean_kld_unc);
+            println!("Maximum KLD: {:10.6}", r.max_kld);
+            println!("99.0%   KLD: {:10.6}", r.kld_99);
+            println!("Median  KLD: {:10.6}", r.median_kld);
+            println!("====== Token probability statistics ======");
+            println!("RMS Δp    : {:6.3} %", 100.0 * r.rms_dp);
+            println!(
+                "Same top p: {:6.3} ± {:5.3} %",
+                100.0 * r.same_top_p,
+                100.0 * r.same_top_p_unc
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Eval(EvalCommand::Ppl {

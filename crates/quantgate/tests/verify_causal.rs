@@ -171,3 +171,65 @@ fn quantize_q4_k_m_and_q8_0_load_in_llama_cpp_and_report_fallbacks() {
     let e = quantgate::quantize::quantize(&f16, &dir.path().join("x.gguf"), "Q9_9", 2).unwrap_err();
     assert!(e.to_string().contains("unknown type \"Q9_9\""), "{e}");
 }
+
+#[test]
+fn kld_of_f16_against_itself_is_zero_and_q4_k_m_is_not() {
+    let hf =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/hf/SmolLM2-135M-Instruct");
+    let wiki = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/wiki.test.raw");
+    let dir = tempfile::tempdir().unwrap();
+    let f16 = dir.path().join("f16.gguf");
+    convert::convert(
+        &hf,
+        &f16,
+        &ConvertOptions {
+            outtype: OutType::F16,
+            vocab_only: false,
+        },
+    )
+    .unwrap();
+    let q4 = dir.path().join("q4_k_m.gguf");
+    quantgate::quantize::quantize(&f16, &q4, "Q4_K_M", 2).unwrap();
+    let base = dir.path().join("f16.logits");
+    let text = quantgate::eval::ppl::read_text(&wiki).unwrap();
+    let (chunks, n_vocab) =
+        quantgate::eval::kld::write_base(&f16, &text, 512, Some(2), 2, &base).unwrap();
+    assert_eq!((chunks, n_vocab), (2, 49152));
+    // llama-perplexity's file size: 20 + 4·n_chunk·n_ctx + 2·nv·n_chunk·(n_ctx − 1 − n_ctx/2).
+    let nv = 2 * n_vocab.div_ceil(2) + 4;
+    assert_eq!(
+        std::fs::metadata(&base).unwrap().len() as usize,
+        20 + 4 * 2 * 512 + 2 * nv * 2 * 255
+    );
+    let same = quantgate::eval::kld::compare(&f16, &base, 2).unwrap();
+    assert_eq!(same.positions, 510);
+    assert!(same.mean_kld.abs() < 1e-6, "{same:?}");
+    assert_eq!(same.same_top_p, 1.0);
+    let q = quantgate::eval::kld::compare(&q4, &base, 2).unwrap();
+    assert!(q.mean_kld > 0.01 && q.mean_kld < 0.5, "{q:?}");
+    assert!(q.same_top_p < 1.0 && q.same_top_p > 0.7, "{q:?}");
+    assert!(q.ppl_q > same.ppl_q);
+}
+
+#[test]
+fn kld_records_round_trip_within_half_a_step() {
+    let l: Vec<f32> = (0..101)
+        .map(|i| ((i * 37) % 101) as f32 * 0.3 - 20.0)
+        .collect();
+    let mut rec = Vec::new();
+    quantgate::eval::kld::encode_record(&l, &mut rec);
+    assert_eq!(rec.len(), 2 * 101usize.div_ceil(2) + 4);
+    let logp = quantgate::eval::kld::decode_record(&rec, 101);
+    let max = l.iter().cloned().fold(f32::MIN, f32::max);
+    let lse = l.iter().map(|v| ((v - max) as f64).exp()).sum::<f64>().ln();
+    let scale = 16.0 / 65535.0;
+    for (v, lp) in l.iter().zip(&logp) {
+        if *v > max - 16.0 {
+            let exact = (*v - max) as f64 - lse;
+            assert!(
+                (exact - *lp as f64).abs() <= scale * 0.51 + 1e-5,
+                "{v}: {exact} vs {lp}"
+            );
+        }
+    }
+}

@@ -1,3 +1,4 @@
 //! `quantgate eval`: measurements numerically compatible with llama.cpp's own tools.
 
+pub mod kld;
 pub mod ppl;

@@ -15,7 +15,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+    let mut tmp = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .tempfile_in(dir)
         .with_context(|| format!("{}: cannot create a temp file", dir.display()))?;
     std::io::Write::write_all(&mut tmp, bytes)
         .with_context(|| format!("{}: write failed", path.display()))?;

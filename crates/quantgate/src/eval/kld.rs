@@ -1,0 +1,291 @@
+//! KL divergence as llama-perplexity computes it (`../shared/docs/llamacpp-spec.md` §1.3):
+//! a base run writes the `_logits_` file (every scored position's log-probabilities quantized to
+//! 16 bits, the same file format llama-perplexity writes with `--kl-divergence-base`), and a
+//! compare run decodes the same tokens with another model and reports mean KLD(base‖current),
+//! "same top p", Δp RMS and percentiles.
+
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::Path;
+
+use anyhow::{bail, Context as _, Result};
+use llama_runtime::{Context, ContextParams, Model};
+use serde::Serialize;
+
+const MAGIC: &[u8; 8] = b"_logits_";
+
+/// Encodes one position's logits as llama-perplexity's record: f32 scale, f32 min_log_prob,
+/// then `n_vocab` u16 codes (and one 0 when `n_vocab` is odd).
+pub fn encode_record(l: &[f32], out: &mut Vec<u16>) {
+    let max = l.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v));
+    let min = l
+        .iter()
+        .fold(f32::INFINITY, |m, v| m.min(*v))
+        .max(max - 16.0);
+    let sum: f64 = l.iter().map(|v| (v - max).exp() as f64).sum();
+    let lse = sum.ln() as f32;
+    let min_log_prob = min - max - lse;
+    let scale = (max - min) / 65535.0;
+    let push_f32 = |out: &mut Vec<u16>, x: f32| {
+        let b = x.to_bits();
+        out.push(b as u16);
+        out.push((b >> 16) as u16);
+    };
+    push_f32(out, scale);
+    push_f32(out, min_log_prob);
+    for v in l {
+        let q = if scale != 0.0 && *v > min {
+            ((v - min) / scale).round_ties_even() as u16
+        } else {
+            0
+        };
+        out.push(q);
+    }
+    if !l.len().is_multiple_of(2) {
+        out.push(0);
+    }
+}
+
+/// Decodes a record into log-probabilities `scale·q + min_log_prob`.
+pub fn decode_record(r: &[u16], n_vocab: usize) -> Vec<f32> {
+    let f = |i: usize| f32::from_bits(r[i] as u32 | ((r[i + 1] as u32) << 16));
+    let (scale, min_log_prob) = (f(0), f(2));
+    r[4..4 + n_vocab]
+        .iter()
+        .map(|q| scale * *q as f32 + min_log_prob)
+        .collect()
+}
+
+fn chunks_of(
+    model: &Model,
+    tokens: &[i32],
+    n_ctx: usize,
+    n_chunk: usize,
+    threads: i32,
+    mut f: impl FnMut(usize, &[Vec<f32>]) -> Result<()>,
+) -> Result<()> {
+    let mut ctx = Context::new(
+        model,
+        ContextParams::logits(n_ctx as u32, 512.min(n_ctx as u32), threads),
+    )?;
+    let first = n_ctx / 2;
+    for i in 0..n_chunk {
+        let mut chunk = tokens[i * n_ctx..(i + 1) * n_ctx].to_vec();
+        if model.add_bos() {
+            chunk[0] = model.bos();
+        }
+        let logits = ctx.logits_from(&chunk, first)?;
+        f(i, &logits[..n_ctx - 1 - first])?;
+    }
+    Ok(())
+}
+
+/// Base run: tokenizes `text` as llama-perplexity does and writes the `_logits_` file.
+/// Returns (n_chunk, n_vocab).
+pub fn write_base(
+    model_path: &Path,
+    text: &str,
+    n_ctx: usize,
+    chunks: Option<usize>,
+    threads: i32,
+    out: &Path,
+) -> Result<(usize, usize)> {
+    let model = Model::load(model_path, false)?;
+    let tokens = model.tokenize(text, true, false)?;
+    if tokens.len() < 2 * n_ctx {
+        bail!(
+            "you need at least {} tokens; the text has {}",
+            2 * n_ctx,
+            tokens.len()
+        );
+    }
+    let n_chunk = chunks.map_or(tokens.len() / n_ctx, |c| c.min(tokens.len() / n_ctx));
+    let n_vocab = model.n_vocab();
+    let dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .tempfile_in(dir)?;
+    let mut w = BufWriter::new(tmp.as_file());
+    w.write_all(MAGIC)?;
+    for v in [n_ctx as i32, n_vocab as i32, n_chunk as i32] {
+        w.write_all(&v.to_le_bytes())?;
+    }
+    for t in &tokens[..n_chunk * n_ctx] {
+        w.write_all(&t.to_le_bytes())?;
+    }
+    let mut rec = Vec::new();
+    chunks_of(&model, &tokens, n_ctx, n_chunk, threads, |_, rows| {
+        for l in rows {
+            rec.clear();
+            encode_record(l, &mut rec);
+            for q in &rec {
+                w.write_all(&q.to_le_bytes())?;
+            }
+        }
+        Ok(())
+    })?;
+    w.flush()?;
+    drop(w);
+    tmp.as_file().sync_all()?;
+    tmp.persist(out)
+        .map_err(|e| anyhow::anyhow!("{}: {}", out.display(), e.error))?;
+    Ok((n_chunk, n_vocab))
+}
+
+/// Compare-run statistics (llama-perplexity's final block).
+#[derive(Clone, Debug, Serialize)]
+pub struct KldResult {
+    pub ppl_q: f64,
+    pub ppl_base: f64,
+    pub mean_kld: f64,
+    pub mean_kld_unc: f64,
+    pub max_kld: f64,
+    pub median_kld: f64,
+    pub kld_99: f64,
+    pub same_top_p: f64,
+    pub same_top_p_unc: f64,
+    pub rms_dp: f64,
+    pub positions: usize,
+    pub chunks: usize,
+}
+
+fn mu(sum: f64, sum2: f64, n: f64) -> (f64, f64) {
+    let f = sum / n;
+    let v = sum2 / n - f * f;
+    (
+        f,
+        if v > 0.0 && n > 10.0 {
+            (v / (n - 1.0)).sqrt()
+        } else {
+            0.0
+        },
+    )
+}
+
+/// Percentile of sorted `v` at fraction `f` (f32 index arithmetic, as llama-perplexity).
+pub fn percentile(v: &[f32], f: f32) -> f64 {
+    if f <= 0.0 {
+        return v[0] as f64;
+    }
+    if f >= 1.0 {
+        return v[v.len() - 1] as f64;
+    }
+    let p = f * (v.len() - 1) as f32;
+    let i = p.floor() as usize;
+    let t = p - i as f32;
+    ((1.0 - t) * v[i] + t * v[(i + 1).min(v.len() - 1)]) as f64
+}
+
+/// Compare run: `model_path` against the base file.
+pub fn compare(model_path: &Path, base: &Path, threads: i32) -> Result<KldResult> {
+    let f =
+        std::fs::File::open(base).with_context(|| format!("{}: cannot open", base.display()))?;
+    let mut r = BufReader::new(f);
+    let mut magic = [0u8; 8];
+    r.read_exact(&mut magic)
+        .with_context(|| format!("{}: truncated header", base.display()))?;
+    if &magic != MAGIC {
+        bail!(
+            "{}: not a llama-perplexity logits file (magic {:?})",
+            base.display(),
+            magic
+        );
+    }
+    let mut i32s = |n: usize| -> Result<Vec<i32>> {
+        let mut b = vec![0u8; 4 * n];
+        r.read_exact(&mut b)
+            .with_context(|| format!("{}: truncated", base.display()))?;
+        Ok(b.chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    };
+    let h = i32s(3)?;
+    let (n_ctx, n_vocab, n_chunk) = (h[0] as usize, h[1] as usize, h[2] as usize);
+    if n_ctx < 2 || n_vocab == 0 || n_chunk == 0 || n_ctx * n_chunk > 1 << 28 {
+        bail!(
+            "{}: implausible header n_ctx={n_ctx} n_vocab={n_vocab} n_chunk={n_chunk}",
+            base.display()
+        );
+    }
+    let tokens = i32s(n_ctx * n_chunk)?;
+    let model = Model::load(model_path, false)?;
+    if model.n_vocab() != n_vocab {
+        bail!(
+            "{}: base n_vocab {n_vocab} differs from the model's {}",
+            base.display(),
+            model.n_vocab()
+        );
+    }
+    let nv = 2 * n_vocab.div_ceil(2) + 4;
+    let mut rec = vec![0u8; 2 * nv];
+    let (mut s_nll, mut s_nll2, mut s_b, mut s_b2) = (0f64, 0f64, 0f64, 0f64);
+    let (mut s_kld, mut s_kld2, mut s_dp2, mut n_same, mut count) =
+        (0f64, 0f64, 0f64, 0usize, 0usize);
+    let mut klds: Vec<f32> = Vec::new();
+    chunks_of(&model, &tokens, n_ctx, n_chunk, threads, |ci, rows| {
+        let first = n_ctx / 2;
+        for (k, l) in rows.iter().enumerate() {
+            r.read_exact(&mut rec)
+                .with_context(|| format!("{}: truncated records", base.display()))?;
+            let q16: Vec<u16> = rec
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect();
+            let logp = decode_record(&q16, n_vocab);
+            let y = tokens[ci * n_ctx + first + k + 1] as usize;
+            let m = l.iter().fold(f32::NEG_INFINITY, |a, v| a.max(*v));
+            let imax = l.iter().position(|v| *v == m).unwrap_or(0);
+            let lse = (l.iter().map(|v| (v - m).exp() as f64).sum::<f64>().ln()) as f32;
+            let nll = (m + lse - l[y]) as f64;
+            let nll_b = -(logp[y] as f64);
+            let bmax = logp.iter().fold(f32::NEG_INFINITY, |a, v| a.max(*v));
+            let imax_b = logp.iter().position(|v| *v == bmax).unwrap_or(0);
+            let mut kld = 0f64;
+            for (lp, lq) in logp.iter().zip(l) {
+                if *lp > -16.0 {
+                    let log_q = lq - m - lse;
+                    kld += (*lp as f64).exp() * (*lp as f64 - log_q as f64);
+                }
+            }
+            let dp = (-nll).exp() - (-nll_b).exp();
+            s_nll += nll;
+            s_nll2 += nll * nll;
+            s_b += nll_b;
+            s_b2 += nll_b * nll_b;
+            s_kld += kld;
+            s_kld2 += kld * kld;
+            s_dp2 += dp * dp;
+            n_same += (imax == imax_b) as usize;
+            count += 1;
+            klds.push(kld as f32);
+        }
+        Ok(())
+    })?;
+    let n = count as f64;
+    let (mq, _) = mu(s_nll, s_nll2, n);
+    let (mb, _) = mu(s_b, s_b2, n);
+    let (mk, uk) = mu(s_kld, s_kld2, n);
+    let p = n_same as f64 / n;
+    klds.sort_by(|a, b| a.total_cmp(b));
+    let median = if klds.len().is_multiple_of(2) {
+        0.5 * (klds[klds.len() / 2] as f64 + klds[klds.len() / 2 - 1] as f64)
+    } else {
+        klds[klds.len() / 2] as f64
+    };
+    Ok(KldResult {
+        ppl_q: mq.exp(),
+        ppl_base: mb.exp(),
+        mean_kld: mk,
+        mean_kld_unc: uk,
+        max_kld: *klds.last().unwrap_or(&0.0) as f64,
+        median_kld: median,
+        kld_99: percentile(&klds, 0.99),
+        same_top_p: p,
+        same_top_p_unc: (p * (1.0 - p) / (n - 1.0)).sqrt(),
+        rms_dp: (s_dp2 / n).sqrt(),
+        positions: count,
+        chunks: n_chunk,
+    })
+}
