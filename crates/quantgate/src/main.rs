@@ -114,6 +114,23 @@ enum Command {
 
 #[derive(Subcommand)]
 enum EvalCommand {
+    /// HellaSwag acc_norm as llama-perplexity --hellaswag computes it (same task order).
+    Hellaswag {
+        /// The GGUF model.
+        model: PathBuf,
+        /// 6-lines-per-task file (hellaswag_val_full.txt).
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// Tasks to evaluate.
+        #[arg(long, default_value_t = 400)]
+        tasks: usize,
+        /// Context length.
+        #[arg(short = 'c', long, default_value_t = 1024)]
+        ctx: u32,
+        /// Threads.
+        #[arg(short = 't', long, default_value_t = 2)]
+        threads: i32,
+    },
     /// Base run of the KL divergence: writes llama-perplexity's `_logits_` file.
     KldBase {
         /// The base (e.g. F16) model.
@@ -304,6 +321,35 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 100.0 * r.same_top_p,
                 100.0 * r.same_top_p_unc
             );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval(EvalCommand::Hellaswag {
+            model,
+            file,
+            tasks,
+            ctx,
+            threads,
+        }) => {
+            let all = quantgate::eval::hellaswag::load_tasks(&file)?;
+            println!("runtime: {}", llama_runtime::build_info());
+            println!("hellaswag_score : loaded {} tasks from prompt.", all.len());
+            println!(
+                "hellaswag_score : selecting {} randomized tasks.",
+                tasks.min(all.len())
+            );
+            println!("\ntask\tacc_norm\t95% confidence interval");
+            let r = quantgate::eval::hellaswag::run(
+                &model,
+                &all,
+                tasks,
+                ctx,
+                threads,
+                |n, acc, lo, hi| {
+                    println!("{n}\t{acc:3.8}%\t[{lo:3.4}%, {hi:3.4}%]");
+                },
+            )?;
+            println!();
+            let _ = r;
             Ok(ExitCode::SUCCESS)
         }
         Command::Eval(EvalCommand::Ppl {

@@ -321,7 +321,8 @@ fn the_verifier_catches_broken_ggufs() {
     // The correct conversion with a complete protocol: GO.
     std::fs::write(
         &proto,
-        "[thresholds]\nmin_cosine = 0.99\nmin_top1_agreement = 1.0\n",
+        "[thresholds]\nmin_cosine = 0.99\nmin_top1_agreement = 1.0\nmin_logits_cosine = 0.99\n\
+         min_logits_top1_agreement = 0.95\nmax_mean_kld = 0.01\n",
     )
     .unwrap();
     let r = run_verify(&minilm(), &good, Some(proto));

@@ -1,4 +1,5 @@
 //! `quantgate eval`: measurements numerically compatible with llama.cpp's own tools.
 
+pub mod hellaswag;
 pub mod kld;
 pub mod ppl;
