@@ -204,22 +204,7 @@ impl<'m> Context<'m> {
     ///
     /// Errors: evaluation failure, or a context made for embeddings.
     pub fn logits(&mut self, tokens: &[i32]) -> Result<Vec<Vec<f32>>, RuntimeError> {
-        self.eval(tokens)?;
-        let n_vocab = self.model.n_vocab();
-        (0..tokens.len())
-            .map(|i| {
-                // SAFETY: every position was requested as an output.
-                let p = unsafe { sys::llama_get_logits_ith(self.ptr.as_ptr(), i as i32) };
-                if p.is_null() {
-                    return Err(RuntimeError::Eval {
-                        call: "llama_get_logits_ith",
-                        detail: format!("no logits at position {i}"),
-                    });
-                }
-                // SAFETY: n_vocab floats per output row.
-                Ok(unsafe { std::slice::from_raw_parts(p, n_vocab) }.to_vec())
-            })
-            .collect()
+        self.logits_from(tokens, 0)
     }
 }
 

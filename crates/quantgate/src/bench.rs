@@ -7,22 +7,15 @@ use gguf::{dequant, GgmlType};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-/// Types with both our dequantizer and a ggml `to_float` (F32 has none: ggml uses it in place).
-pub const BENCHED: &[GgmlType] = &[
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-    GgmlType::Q8_K,
-];
+/// Types with both our dequantizer and a ggml `to_float`: every supported type but F32,
+/// which ggml uses in place.
+pub fn benched() -> Vec<GgmlType> {
+    dequant::SUPPORTED
+        .iter()
+        .copied()
+        .filter(|t| *t != GgmlType::F32)
+        .collect()
+}
 
 /// One type's result.
 #[derive(Clone, Debug, Serialize)]
@@ -119,8 +112,12 @@ pub fn bench_dequant(
     let elements = elements.max(1).div_ceil(256) * 256;
     let x = gaussian(elements, 42);
     let mut rows = Vec::new();
-    let types: &[GgmlType] = if only.is_empty() { BENCHED } else { only };
-    for &ty in types {
+    let types: Vec<GgmlType> = if only.is_empty() {
+        benched()
+    } else {
+        only.to_vec()
+    };
+    for ty in types {
         let src = encode(ty, &x, 4096.min(elements));
         let mut ours = vec![0f32; elements];
         let mut theirs = vec![0f32; elements];

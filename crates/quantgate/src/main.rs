@@ -533,10 +533,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for t in &types {
                 let ty = gguf::GgmlType::from_name(t)
                     .ok_or_else(|| Usage(format!("unknown ggml type {t:?}")))?;
-                if !bench::BENCHED.contains(&ty) {
+                if !bench::benched().contains(&ty) {
                     return Err(Usage(format!(
                         "{ty} cannot be benchmarked (ours vs ggml to_float covers: {})",
-                        bench::BENCHED
+                        bench::benched()
                             .iter()
                             .map(|t| t.to_string())
                             .collect::<Vec<_>>()
