@@ -219,6 +219,27 @@ enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         reps: usize,
     },
+    /// `eval ppl` wall time, tokens/s and peak RSS against llama-perplexity on the same file and
+    /// settings, arms alternated in one run, each a child process of its own.
+    Ppl {
+        /// The GGUF model.
+        model: PathBuf,
+        /// Text file.
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// Path of a llama-perplexity binary (not part of this project).
+        #[arg(long)]
+        peer: Option<PathBuf>,
+        /// Chunks.
+        #[arg(long, default_value_t = 16)]
+        chunks: usize,
+        /// Threads.
+        #[arg(short = 't', long, default_value_t = 2)]
+        threads: i32,
+        /// Repetitions per arm.
+        #[arg(long, default_value_t = 2)]
+        reps: usize,
+    },
     /// Wall time of `inspect` (open, validate, sha256, report) without --check-dequant.
     Inspect {
         /// GGUF files.
@@ -575,6 +596,82 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             peer_script,
             reps,
         }) => bench_convert(&hf_dir, &outtype, peer_script.as_deref(), reps),
+        Command::Bench(BenchCommand::Ppl {
+            model,
+            file,
+            peer,
+            chunks,
+            threads,
+            reps,
+        }) => {
+            if reps == 0 {
+                return Err(Usage("--reps must be at least 1".into()).into());
+            }
+            let exe = std::env::current_exe()?;
+            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+            for _ in 0..reps {
+                let m = quantgate::child::run_measured(
+                    std::process::Command::new(&exe)
+                        .args(["eval", "ppl"])
+                        .arg(&model)
+                        .arg("-f")
+                        .arg(&file)
+                        .args([
+                            "-c",
+                            "512",
+                            "--chunks",
+                            &chunks.to_string(),
+                            "-t",
+                            &threads.to_string(),
+                        ])
+                        .stdout(std::process::Stdio::null()),
+                )?;
+                anyhow::ensure!(m.exit_code == Some(0), "eval ppl failed: {m:?}");
+                ours.push(m);
+                if let Some(p) = &peer {
+                    let m = quantgate::child::run_measured(
+                        std::process::Command::new(p)
+                            .arg("-m")
+                            .arg(&model)
+                            .arg("-f")
+                            .arg(&file)
+                            .args([
+                                "-c",
+                                "512",
+                                "--chunks",
+                                &chunks.to_string(),
+                                "-t",
+                                &threads.to_string(),
+                            ])
+                            .stdout(std::process::Stdio::null())
+                            .stderr(std::process::Stdio::null()),
+                    )?;
+                    anyhow::ensure!(m.exit_code == Some(0), "{} failed: {m:?}", p.display());
+                    theirs.push(m);
+                }
+            }
+            let tokens = (chunks * 512) as f64;
+            let show = |name: &str, v: &[quantgate::child::Measured]| -> (f64, f64) {
+                let mut w: Vec<f64> = v.iter().map(|m| m.wall_s).collect();
+                w.sort_by(|a, b| a.total_cmp(b));
+                let rss = v.iter().map(|m| m.max_rss_kib).max().unwrap_or(0) as f64 / 1024.0;
+                let med = w[w.len() / 2];
+                println!("{name}: median wall {med:.2} s ({:.1} tokens/s incl. load), peak RSS {rss:.1} MiB", tokens / med);
+                (med, rss)
+            };
+            println!(
+                "bench ppl: {} chunks × 512, {threads} threads, {reps} alternated runs per arm",
+                chunks
+            );
+            let (ow, orss) = show("ours (quantgate eval ppl)", &ours);
+            if !theirs.is_empty() {
+                let (tw, trss) = show("peer (llama-perplexity)", &theirs);
+                println!("ratio: tokens/s {:.3} of the peer's (goal >= 0.95); peak RSS {:.3} of the peer's (goal within 10%)", tw / ow, orss / trss);
+            } else {
+                println!("peer: no --peer llama-perplexity given");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Bench(BenchCommand::Inspect { files, reps }) => {
             if files.is_empty() || reps == 0 {
                 return Err(Usage(

@@ -43,3 +43,39 @@ fn nll_is_the_log_softmax_of_the_target() {
     assert!(quantgate::eval::ppl::nll(&l, 0) < 1e-4);
     assert!((quantgate::eval::ppl::nll(&l, 1) - 10.0).abs() < 1e-3);
 }
+
+/// llama-perplexity (built here from the llama-cpp-python 0.3.36 sdist's llama.cpp, not
+/// committed) printed these rows for `--hellaswag --hellaswag-tasks 100 -c 1024 -t 2` on the same
+/// file; all 100 rows of `eval hellaswag` were identical in that run.
+#[test]
+fn hellaswag_first_100_tasks_match_llama_perplexity() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let model = root.join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let tasks = root.join(".cache/data/hellaswag_val_full.txt");
+    assert!(tasks.exists(), "run scripts/fetch-models.sh first");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_quantgate"))
+        .args(["eval", "hellaswag"])
+        .arg(&model)
+        .arg("-f")
+        .arg(&tasks)
+        .args(["--tasks", "100", "-c", "1024", "-t", "2"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("hellaswag_score : loaded 10042 tasks from prompt."));
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.split('\t').count() == 3)
+        .skip(1)
+        .collect();
+    assert_eq!(rows.len(), 100);
+    assert_eq!(rows[0], "1\t0.00000000%\t[0.0000%, 79.3451%]");
+    assert_eq!(rows[9], "10\t30.00000000%\t[10.7791%, 60.3222%]");
+    assert_eq!(rows[99], "100\t30.00000000%\t[21.8949%, 39.5849%]");
+}
