@@ -497,3 +497,38 @@ pub fn default_output(dir: &Path, outtype: OutType) -> PathBuf {
         format!("{outtype:?}").to_lowercase()
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_range_counts_overflow_and_underflow_but_not_exact_zeros() {
+        // 65504 is the largest f16; 65520 rounds to inf; 1e-8 is below the smallest subnormal.
+        let x = [
+            0.0f32,
+            -0.0,
+            1.0,
+            65504.0,
+            65519.0,
+            65520.0,
+            -1e6,
+            1e-8,
+            -1e-9,
+            6e-8,
+            f32::INFINITY,
+        ];
+        assert_eq!(f16_range(&x), (2, 2));
+    }
+
+    #[test]
+    fn outtype_names_and_file_types() {
+        assert_eq!(OutType::parse("Q8_0").unwrap(), OutType::Q8_0);
+        assert_eq!(OutType::parse("auto").unwrap().file_type(), 1);
+        assert_eq!(OutType::BF16.file_type(), 32);
+        assert!(OutType::parse("q4_k")
+            .unwrap_err()
+            .to_string()
+            .contains("expected f32, f16, bf16, q8_0 or auto"));
+    }
+}
