@@ -200,6 +200,54 @@ impl<'m> Context<'m> {
         Ok(unsafe { std::slice::from_raw_parts(p, n_embd) }.to_vec())
     }
 
+    /// Decodes `tokens` at positions `pos0..` of sequence 0 in pieces of at most `n_batch`,
+    /// requesting only the last token's logits (llama-bench's `llama_batch_get_one` runs), then
+    /// waits for the computation (`llama_synchronize`). The memory is kept.
+    ///
+    /// Errors: a failed decode.
+    pub fn decode_timed_run(&mut self, tokens: &[i32], pos0: usize) -> Result<(), RuntimeError> {
+        for (k, piece) in tokens
+            .chunks(self.params.n_batch.max(1) as usize)
+            .enumerate()
+        {
+            let start = pos0 + k * self.params.n_batch as usize;
+            // SAFETY: batch sized for piece.len() tokens with one seq id each; freed below.
+            unsafe {
+                let mut batch = sys::llama_batch_init(piece.len() as i32, 0, 1);
+                for (i, &t) in piece.iter().enumerate() {
+                    *batch.token.add(i) = t;
+                    *batch.pos.add(i) = (start + i) as i32;
+                    *batch.n_seq_id.add(i) = 1;
+                    *(*batch.seq_id.add(i)) = 0;
+                    *batch.logits.add(i) = (i + 1 == piece.len()) as i8;
+                }
+                batch.n_tokens = piece.len() as i32;
+                let rc = sys::llama_decode(self.ptr.as_ptr(), batch);
+                sys::llama_batch_free(batch);
+                if rc != 0 {
+                    return Err(RuntimeError::Eval {
+                        call: "llama_decode",
+                        detail: format!("returned {rc} at position {start}"),
+                    });
+                }
+            }
+        }
+        // SAFETY: valid context.
+        unsafe { sys::llama_synchronize(self.ptr.as_ptr()) };
+        Ok(())
+    }
+
+    /// Clears the memory (KV cache) without zeroing its data, as llama-bench does per repetition.
+    pub fn clear_memory(&mut self) {
+        // SAFETY: valid context; encoder-only models have no memory (null), which we skip.
+        unsafe {
+            let mem = sys::llama_get_memory(self.ptr.as_ptr());
+            if !mem.is_null() {
+                sys::llama_memory_clear(mem, false);
+            }
+        }
+    }
+
     /// Logits of every position of one sequence: `tokens.len()` rows of `n_vocab`.
     ///
     /// Errors: evaluation failure, or a context made for embeddings.

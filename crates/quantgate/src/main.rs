@@ -114,6 +114,28 @@ enum Command {
 
 #[derive(Subcommand)]
 enum EvalCommand {
+    /// pp/tg throughput like llama-bench, arms alternated in one window (e.g. F16 then Q4_K_M),
+    /// with the per-replicate ratio of each arm to the first.
+    Bench {
+        /// Models (arms), the first is the baseline.
+        #[arg(required = true)]
+        models: Vec<PathBuf>,
+        /// Prompt tokens (pp test).
+        #[arg(short = 'p', long, default_value_t = 512)]
+        n_prompt: usize,
+        /// Generated tokens (tg test).
+        #[arg(short = 'n', long, default_value_t = 128)]
+        n_gen: usize,
+        /// Repetitions per arm.
+        #[arg(short = 'r', long, default_value_t = 5)]
+        reps: usize,
+        /// Threads.
+        #[arg(short = 't', long, default_value_t = 2)]
+        threads: i32,
+        /// Also write JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// HellaSwag acc_norm as llama-perplexity --hellaswag computes it (same task order).
     Hellaswag {
         /// The GGUF model.
@@ -371,6 +393,61 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             )?;
             println!();
             let _ = r;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval(EvalCommand::Bench {
+            models,
+            n_prompt,
+            n_gen,
+            reps,
+            threads,
+            json,
+        }) => {
+            if reps == 0 || (n_prompt == 0 && n_gen == 0) {
+                return Err(Usage("--reps and one of -p/-n must be at least 1".into()).into());
+            }
+            let rows = quantgate::eval::bench::run(&models, n_prompt, n_gen, reps, threads)?;
+            println!(
+                "runtime: {} · threads {threads} · n_batch 2048 · n_ubatch 512 · KV F16",
+                llama_runtime::build_info()
+            );
+            println!("| model | size | test | t/s |\n|---|---:|---|---:|");
+            for r in &rows {
+                println!(
+                    "| {} | {:.1} MiB | {} | {:.2} ± {:.2} |",
+                    quantgate::eval::bench::short_name(&r.model),
+                    r.file_bytes as f64 / 1048576.0,
+                    r.test,
+                    r.avg_ts,
+                    r.stddev_ts
+                );
+            }
+            for r in rows.iter().filter(|r| r.model != rows[0].model) {
+                if let Some(base) = rows
+                    .iter()
+                    .find(|b| b.model == rows[0].model && b.test == r.test)
+                {
+                    let q = quantgate::eval::bench::ratios(base, r);
+                    let (m, sd) = quantgate::eval::bench::mean_sd(&q);
+                    println!(
+                        "ratio {} / {} {}: {:.3} ± {:.3} (per replicate {:?})",
+                        quantgate::eval::bench::short_name(&r.model),
+                        quantgate::eval::bench::short_name(&base.model),
+                        r.test,
+                        m,
+                        sd,
+                        q.iter()
+                            .map(|x| (x * 1000.0).round() / 1000.0)
+                            .collect::<Vec<_>>()
+                    );
+                }
+            }
+            if let Some(j) = json {
+                quantgate::verify::report::write_atomic(
+                    &j,
+                    serde_json::to_string_pretty(&rows)?.as_bytes(),
+                )?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Eval(EvalCommand::Ppl {
