@@ -165,6 +165,7 @@ pub fn check_tensors(
     let mut file =
         std::fs::File::open(gguf_path).with_context(|| format!("{}", gguf_path.display()))?;
     // The reference side of the mapping: HF name → GGUF name from the shared arch table.
+    let mut maps = BTreeMap::new();
     let mut sources: BTreeMap<String, usize> = BTreeMap::new();
     for (i, t) in hf.tensors.iter().enumerate() {
         if let Some(m) = arch::map_tensor(a, &t.name)? {
@@ -207,7 +208,7 @@ pub fn check_tensors(
             continue;
         };
         *r.by_type.entry(ty.to_string()).or_default() += 1;
-        let mut x = reference_values(hf, si)?;
+        let mut x = reference_values(hf, si, &mut maps)?;
         if let Some(heads) = crate::convert::permute_heads(hf, a, &info.name) {
             // llama.cpp's Q/K row order (spec §4.3), applied to the reference's values.
             let rows = if ne_src.len() > 1 {
@@ -262,14 +263,22 @@ pub fn check_tensors(
     Ok(())
 }
 
-/// The source tensor's values as f32, read by the reference (candle's safetensors loader),
-/// not by the converter's reader.
-fn reference_values(hf: &HfDir, si: usize) -> Result<Vec<f32>> {
+/// The source tensor's values as f32, read by the reference (candle's safetensors loader, one
+/// map per shard, opened once), not by the converter's reader.
+fn reference_values(
+    hf: &HfDir,
+    si: usize,
+    maps: &mut BTreeMap<std::path::PathBuf, candle_core::safetensors::MmapedSafetensors>,
+) -> Result<Vec<f32>> {
     let t = &hf.tensors[si];
-    // SAFETY: read-only map of a source file nobody writes during verification.
-    let st = unsafe { candle_core::safetensors::MmapedSafetensors::new(hf.file_of(t)) }
-        .with_context(|| format!("{}", hf.file_of(t).display()))?;
-    let tensor = st
+    let path = hf.file_of(t).to_path_buf();
+    if !maps.contains_key(&path) {
+        // SAFETY: read-only map of a source file nobody writes during verification.
+        let st = unsafe { candle_core::safetensors::MmapedSafetensors::new(&path) }
+            .with_context(|| format!("{}", path.display()))?;
+        maps.insert(path.clone(), st);
+    }
+    let tensor = maps[&path]
         .load(&t.name, &candle_core::Device::Cpu)?
         .to_dtype(candle_core::DType::F32)?
         .flatten_all()?;
