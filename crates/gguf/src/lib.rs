@@ -25,23 +25,32 @@ pub use types::GgmlType;
 pub use value::{Value, ValueType};
 pub use writer::{DeferredData, GgufWriter, TensorData, TensorEntry, WriteSummary};
 
-impl Gguf {
-    /// A writer holding this file's metadata and tensors (borrowed), in the same order and
-    /// version: writing it reproduces a file written by llama.cpp or gguf-py byte for byte.
-    pub fn to_writer(&self) -> GgufWriter<'_> {
+impl Header {
+    /// A writer holding this header's metadata and tensors, with tensor data borrowed from
+    /// `bytes` (the whole file this header was parsed from), in the same order and version:
+    /// writing it reproduces a file written by llama.cpp or gguf-py byte for byte.
+    pub fn to_writer<'a>(&self, bytes: &'a [u8]) -> GgufWriter<'a> {
         let mut w = GgufWriter::new();
-        w.set_version(self.header.version);
-        for (k, v) in &self.header.metadata {
+        w.set_version(self.version);
+        for (k, v) in &self.metadata {
             w.add_kv(k.clone(), v.clone());
         }
-        for t in &self.header.tensors {
+        for t in &self.tensors {
+            let start = (self.data_offset + t.offset) as usize;
             w.add_tensor(TensorEntry {
                 name: t.name.clone(),
                 ggml_type: t.ggml_type,
                 dims: t.dims.clone(),
-                data: TensorData::Borrowed(self.tensor_data(t)),
+                data: TensorData::Borrowed(&bytes[start..start + t.n_bytes as usize]),
             });
         }
         w
+    }
+}
+
+impl Gguf {
+    /// [`Header::to_writer`] over this file's memory map.
+    pub fn to_writer(&self) -> GgufWriter<'_> {
+        self.header.to_writer(self.bytes())
     }
 }

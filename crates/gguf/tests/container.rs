@@ -100,19 +100,7 @@ fn writing_is_deterministic_and_round_trips_byte_for_byte() {
     assert_eq!(a, b);
     // Read → write again through the header gives the same bytes.
     let h = Header::parse(&a).unwrap();
-    let mut w = GgufWriter::new();
-    for (k, v) in &h.metadata {
-        w.add_kv(k.clone(), v.clone());
-    }
-    for t in &h.tensors {
-        let start = (h.data_offset + t.offset) as usize;
-        w.add_tensor(TensorEntry {
-            name: t.name.clone(),
-            ggml_type: t.ggml_type,
-            dims: t.dims.clone(),
-            data: TensorData::Borrowed(&a[start..start + t.n_bytes as usize]),
-        });
-    }
+    let w = h.to_writer(&a);
     let mut c = Vec::new();
     w.write_to(&mut c).unwrap();
     assert_eq!(a, c);

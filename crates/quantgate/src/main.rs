@@ -685,22 +685,24 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 return Err(Usage("--reps must be at least 1".into()).into());
             }
             let exe = std::env::current_exe()?;
+            // The same model, text and settings for both arms (llama-perplexity takes -m MODEL).
+            let ppl_args: Vec<std::ffi::OsString> = vec![
+                model.clone().into(),
+                "-f".into(),
+                file.clone().into(),
+                "-c".into(),
+                "512".into(),
+                "--chunks".into(),
+                chunks.to_string().into(),
+                "-t".into(),
+                threads.to_string().into(),
+            ];
             let (mut ours, mut theirs) = (Vec::new(), Vec::new());
             for _ in 0..reps {
                 let m = quantgate::child::run_measured(
                     std::process::Command::new(&exe)
                         .args(["eval", "ppl"])
-                        .arg(&model)
-                        .arg("-f")
-                        .arg(&file)
-                        .args([
-                            "-c",
-                            "512",
-                            "--chunks",
-                            &chunks.to_string(),
-                            "-t",
-                            &threads.to_string(),
-                        ])
+                        .args(&ppl_args)
                         .stdout(std::process::Stdio::null()),
                 )?;
                 anyhow::ensure!(m.exit_code == Some(0), "eval ppl failed: {m:?}");
@@ -709,17 +711,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     let m = quantgate::child::run_measured(
                         std::process::Command::new(p)
                             .arg("-m")
-                            .arg(&model)
-                            .arg("-f")
-                            .arg(&file)
-                            .args([
-                                "-c",
-                                "512",
-                                "--chunks",
-                                &chunks.to_string(),
-                                "-t",
-                                &threads.to_string(),
-                            ])
+                            .args(&ppl_args)
                             .stdout(std::process::Stdio::null())
                             .stderr(std::process::Stdio::null()),
                     )?;

@@ -2,7 +2,27 @@
 //! wiki.test.raw, c = 512, 16 chunks, 2 threads, llama-perplexity printed
 //! `Final estimate: PPL = 29.3414 +/- 1.40787` (llama.cpp of the llama-cpp-python 0.3.36 sdist).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// Runs `quantgate eval MODE MODEL -f FILE EXTRA…`, asserts exit 0 and returns stdout.
+fn eval_cli(mode: &str, model: &Path, file: &Path, extra: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_quantgate"))
+        .args(["eval", mode])
+        .arg(model)
+        .arg("-f")
+        .arg(file)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
 
 #[test]
 fn ppl_matches_llama_perplexity_on_the_pinned_inputs() {
@@ -10,20 +30,11 @@ fn ppl_matches_llama_perplexity_on_the_pinned_inputs() {
     let model = root.join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
     assert!(model.exists(), "run scripts/fetch-models.sh first");
     let wiki = root.join("../shared/data/wiki.test.raw");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_quantgate"))
-        .args(["eval", "ppl"])
-        .arg(&model)
-        .arg("-f")
-        .arg(&wiki)
-        .args(["-c", "512", "--chunks", "16", "-t", "2"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = eval_cli(
+        "ppl",
+        &model,
+        &wiki,
+        &["-c", "512", "--chunks", "16", "-t", "2"],
     );
     assert!(stdout.contains("[1]13.0198,[2]21.3543,"), "{stdout}");
     assert_eq!(
@@ -53,20 +64,11 @@ fn hellaswag_first_100_tasks_match_llama_perplexity() {
     let model = root.join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
     let tasks = root.join(".cache/data/hellaswag_val_full.txt");
     assert!(tasks.exists(), "run scripts/fetch-models.sh first");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_quantgate"))
-        .args(["eval", "hellaswag"])
-        .arg(&model)
-        .arg("-f")
-        .arg(&tasks)
-        .args(["--tasks", "100", "-c", "1024", "-t", "2"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = eval_cli(
+        "hellaswag",
+        &model,
+        &tasks,
+        &["--tasks", "100", "-c", "1024", "-t", "2"],
     );
     assert!(stdout.contains("hellaswag_score : loaded 10042 tasks from prompt."));
     let rows: Vec<&str> = stdout

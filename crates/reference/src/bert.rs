@@ -22,14 +22,7 @@ impl BertConfig {
     /// Reads `config.json` of an HF BERT folder.
     pub fn from_json(path: &Path) -> Result<BertConfig> {
         let v = read_json(path)?;
-        let int = |k: &str| {
-            v[k].as_u64()
-                .map(|x| x as usize)
-                .ok_or_else(|| RefError::File {
-                    path: path.into(),
-                    detail: format!("missing integer field {k:?}"),
-                })
-        };
+        let int = |k: &str| crate::config_usize(&v, path, k);
         Ok(BertConfig {
             hidden_size: int("hidden_size")?,
             num_hidden_layers: int("num_hidden_layers")?,

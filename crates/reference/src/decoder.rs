@@ -33,14 +33,7 @@ impl DecoderConfig {
     /// Reads `config.json`; the architecture comes from `model_type`.
     pub fn from_json(path: &Path) -> Result<DecoderConfig> {
         let v = read_json(path)?;
-        let int = |k: &str| {
-            v[k].as_u64()
-                .map(|x| x as usize)
-                .ok_or_else(|| RefError::File {
-                    path: path.into(),
-                    detail: format!("missing integer field {k:?}"),
-                })
-        };
+        let int = |k: &str| crate::config_usize(&v, path, k);
         let model_type = v["model_type"].as_str().unwrap_or("");
         let (qkv_bias, qk_norm) = match model_type {
             "llama" | "mistral" => (false, false),

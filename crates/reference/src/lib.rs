@@ -45,6 +45,19 @@ pub fn read_json(path: &Path) -> Result<serde_json::Value> {
     })
 }
 
+/// Integer field `key` of a parsed config.json at `path`.
+///
+/// Errors: the field is missing or not a non-negative integer (naming the file and field).
+pub fn config_usize(v: &serde_json::Value, path: &Path, key: &str) -> Result<usize> {
+    v[key]
+        .as_u64()
+        .map(|x| x as usize)
+        .ok_or_else(|| RefError::File {
+            path: path.into(),
+            detail: format!("missing integer field {key:?}"),
+        })
+}
+
 /// The safetensors files of an HF folder: the shards named by `model.safetensors.index.json`
 /// (sorted, deduplicated) or the single `model.safetensors`.
 pub fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {

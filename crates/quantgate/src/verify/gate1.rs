@@ -98,15 +98,14 @@ pub fn canonical_c(v: &CValue) -> String {
     }
 }
 
-/// Compares the metadata ggml reads from `gguf_path` with `expected` (what the sources imply).
+/// Compares the metadata ggml read (`c`, from `gguf_init_from_file`) with `expected` (what the sources imply).
 /// Keys are compared by canonical value; a missing or different key is a blocker.
 pub fn check_metadata(
-    gguf_path: &Path,
+    c: &CGguf,
     expected: &[(String, Value)],
     blockers: &mut Vec<Blocker>,
     r: &mut Gate1Report,
 ) -> Result<()> {
-    let c = CGguf::open(gguf_path).with_context(|| "Gate 1: ggml's reader refused the file")?;
     for (k, v) in expected {
         r.metadata_keys += 1;
         let want = canonical(v);
@@ -151,16 +150,16 @@ fn short(s: &str) -> String {
     }
 }
 
-/// Compares every tensor of `gguf_path` (as ggml reads it) with the expected encoding of its
+/// Compares every tensor of `gguf_path` (its infos as ggml read them into `c`) with the expected encoding of its
 /// HF source tensor. Extra, missing, reshaped or differing tensors are blockers.
 pub fn check_tensors(
     gguf_path: &Path,
+    c: &CGguf,
     hf: &HfDir,
     a: arch::Arch,
     blockers: &mut Vec<Blocker>,
     r: &mut Gate1Report,
 ) -> Result<()> {
-    let c = CGguf::open(gguf_path).with_context(|| "Gate 1: ggml's reader refused the file")?;
     let infos = c.tensors();
     let mut file =
         std::fs::File::open(gguf_path).with_context(|| format!("{}", gguf_path.display()))?;

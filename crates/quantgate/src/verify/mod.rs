@@ -208,7 +208,8 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
         path: opts.gguf.display().to_string(),
         sha256: sha256_file(&opts.gguf)?,
     }];
-    let c = llama_runtime::CGguf::open(&opts.gguf).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // ggml's own reader, opened once: the independent read-back path of Gate 1.
+    let c = llama_runtime::CGguf::open(&opts.gguf).map_err(|e| anyhow::anyhow!("Gate 1: {e}"))?;
     let file_tensors = c.tensors();
     let vocab_only = file_tensors.is_empty();
     let hf = HfDir::open(&opts.hf_dir, !vocab_only)?;
@@ -262,9 +263,9 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
     // general.name depends on the folder name the file was converted from; not a model fact.
     expected.retain(|(k, _)| k != "general.name");
     let mut g1 = gate1::Gate1Report::default();
-    gate1::check_metadata(&opts.gguf, &expected, &mut blockers, &mut g1)?;
+    gate1::check_metadata(&c, &expected, &mut blockers, &mut g1)?;
     if !vocab_only {
-        gate1::check_tensors(&opts.gguf, &hf, arch, &mut blockers, &mut g1)?;
+        gate1::check_tensors(&opts.gguf, &c, &hf, arch, &mut blockers, &mut g1)?;
     }
 
     // Gate 2.
@@ -311,16 +312,16 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
     let mut vr = None;
     let mut lr = None;
     if !vocab_only {
+        // Vectors and logits are compared on the texts whose ids both sides can agree on.
+        let gated: Vec<String> = texts
+            .iter()
+            .filter(|t| tokenizer::known_divergence(&tok.json, t).is_none())
+            .cloned()
+            .collect();
         let model_type = hf.config["model_type"].as_str().unwrap_or("");
         let is_embedding = arch == Arch::Bert || pooling.is_some();
         if is_embedding {
             let reference = vectors::RefModel::load(&opts.hf_dir, model_type)?;
-            // Vectors are compared on the texts whose ids both sides agree on (gated texts).
-            let gated: Vec<String> = texts
-                .iter()
-                .filter(|t| tokenizer::known_divergence(&tok.json, t).is_none())
-                .cloned()
-                .collect();
             let v = vectors::check(&model, &params, &reference, &tok.tokenizer, &gated)?;
             if model_type == "bert" && hf.config["hidden_act"].as_str().unwrap_or("gelu") == "gelu"
             {
@@ -370,11 +371,6 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
             vr = Some(v);
         } else {
             let reference = reference::decoder::Decoder::load(&opts.hf_dir)?;
-            let gated: Vec<String> = texts
-                .iter()
-                .filter(|t| tokenizer::known_divergence(&tok.json, t).is_none())
-                .cloned()
-                .collect();
             let l = logits::check(&model, &reference, &tok.tokenizer, &gated, opts.threads)?;
             if l.positions == 0 {
                 blockers.push(Blocker::new(
