@@ -81,21 +81,3 @@ fn hellaswag_first_100_tasks_match_llama_perplexity() {
     assert_eq!(rows[9], "10\t30.00000000%\t[10.7791%, 60.3222%]");
     assert_eq!(rows[99], "100\t30.00000000%\t[21.8949%, 39.5849%]");
 }
-
-#[test]
-fn eval_bench_reports_pp_and_tg_with_per_replicate_ratios() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let q = root.join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    // The same file twice: the ratio is about 1 (timing noise only).
-    let rows = quantgate::eval::bench::run(&[q.clone(), q], 64, 8, 2, 2).unwrap();
-    assert_eq!(rows.len(), 4);
-    let tests: Vec<&str> = rows.iter().map(|r| r.test.as_str()).collect();
-    assert_eq!(tests, vec!["pp64", "tg8", "pp64", "tg8"]);
-    for r in &rows {
-        assert_eq!(r.samples_ts.len(), 2);
-        assert!(r.avg_ts > 1.0 && r.avg_ts.is_finite(), "{r:?}");
-    }
-    let ratio = quantgate::eval::bench::ratios(&rows[0], &rows[2]);
-    assert_eq!(ratio.len(), 2);
-    assert!(ratio.iter().all(|x| *x > 0.2 && *x < 5.0), "{ratio:?}");
-}

@@ -1,0 +1,24 @@
+//! `eval bench` (llama-bench style pp/tg). In its own test binary: cargo runs test binaries one
+//! after another, so no other test's threads compete with the timed decodes (CI has 2 cores; with
+//! the PPL and HellaSwag children running beside it, tg8 fell to 0.33 t/s under OpenMP's
+//! oversubscribed barriers).
+
+use std::path::PathBuf;
+
+#[test]
+fn eval_bench_reports_pp_and_tg_with_per_replicate_ratios() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let q = root.join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    // The same file twice: the ratio is about 1 (timing noise only).
+    let rows = quantgate::eval::bench::run(&[q.clone(), q], 64, 8, 2, 2).unwrap();
+    assert_eq!(rows.len(), 4);
+    let tests: Vec<&str> = rows.iter().map(|r| r.test.as_str()).collect();
+    assert_eq!(tests, vec!["pp64", "tg8", "pp64", "tg8"]);
+    for r in &rows {
+        assert_eq!(r.samples_ts.len(), 2);
+        assert!(r.avg_ts > 1.0 && r.avg_ts.is_finite(), "{r:?}");
+    }
+    let ratio = quantgate::eval::bench::ratios(&rows[0], &rows[2]);
+    assert_eq!(ratio.len(), 2);
+    assert!(ratio.iter().all(|x| *x > 0.2 && *x < 5.0), "{ratio:?}");
+}
