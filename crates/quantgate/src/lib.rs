@@ -10,5 +10,7 @@ pub mod convert;
 pub mod eval;
 pub mod hash;
 pub mod inspect;
+pub mod interrupt;
+pub mod progress;
 pub mod quantize;
 pub mod verify;

@@ -9,6 +9,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use quantgate::{bench, check_dequant, hash, inspect};
 
+mod cli;
+
 #[derive(Parser)]
 #[command(
     name = "quantgate",
@@ -106,107 +108,10 @@ enum Command {
     },
     /// Measurements compatible with llama.cpp's tools.
     #[command(subcommand)]
-    Eval(EvalCommand),
+    Eval(cli::eval::EvalCommand),
     /// Benchmarks: our figures next to the named peer's (ggml), measured in one run, with ratios.
     #[command(subcommand)]
     Bench(BenchCommand),
-}
-
-#[derive(Subcommand)]
-enum EvalCommand {
-    /// pp/tg throughput like llama-bench, arms alternated in one window (e.g. F16 then Q4_K_M),
-    /// with the per-replicate ratio of each arm to the first.
-    Bench {
-        /// Models (arms), the first is the baseline.
-        #[arg(required = true)]
-        models: Vec<PathBuf>,
-        /// Prompt tokens (pp test).
-        #[arg(short = 'p', long, default_value_t = 512)]
-        n_prompt: usize,
-        /// Generated tokens (tg test).
-        #[arg(short = 'n', long, default_value_t = 128)]
-        n_gen: usize,
-        /// Repetitions per arm.
-        #[arg(short = 'r', long, default_value_t = 5)]
-        reps: usize,
-        /// Threads.
-        #[arg(short = 't', long, default_value_t = 2)]
-        threads: i32,
-        /// Also write JSON here.
-        #[arg(long)]
-        json: Option<PathBuf>,
-    },
-    /// HellaSwag acc_norm as llama-perplexity --hellaswag computes it (same task order).
-    Hellaswag {
-        /// The GGUF model.
-        model: PathBuf,
-        /// 6-lines-per-task file (hellaswag_val_full.txt).
-        #[arg(short = 'f', long)]
-        file: PathBuf,
-        /// Tasks to evaluate.
-        #[arg(long, default_value_t = 400)]
-        tasks: usize,
-        /// Context length.
-        #[arg(short = 'c', long, default_value_t = 1024)]
-        ctx: u32,
-        /// Threads.
-        #[arg(short = 't', long, default_value_t = 2)]
-        threads: i32,
-    },
-    /// Base run of the KL divergence: writes llama-perplexity's `_logits_` file.
-    KldBase {
-        /// The base (e.g. F16) model.
-        model: PathBuf,
-        /// Text file.
-        #[arg(short = 'f', long)]
-        file: PathBuf,
-        /// Output logits file.
-        #[arg(long)]
-        out: PathBuf,
-        /// Tokens per chunk.
-        #[arg(short = 'c', long, default_value_t = 512)]
-        ctx: usize,
-        /// Chunks (default: all).
-        #[arg(long)]
-        chunks: Option<usize>,
-        /// Threads.
-        #[arg(short = 't', long, default_value_t = 2)]
-        threads: i32,
-    },
-    /// Compare run: mean KLD(base‖model), same top p, Δp RMS against a `_logits_` file.
-    Kld {
-        /// The model to compare.
-        model: PathBuf,
-        /// The base logits file (from `eval kld-base` or llama-perplexity --kl-divergence-base).
-        #[arg(long)]
-        base: PathBuf,
-        /// Threads.
-        #[arg(short = 't', long, default_value_t = 2)]
-        threads: i32,
-    },
-    /// Perplexity as llama-perplexity computes it; prints its per-chunk and `Final estimate` lines.
-    Ppl {
-        /// The GGUF model.
-        model: PathBuf,
-        /// Text file (one trailing newline is stripped, as `-f` does).
-        #[arg(short = 'f', long)]
-        file: PathBuf,
-        /// Tokens per chunk.
-        #[arg(short = 'c', long, default_value_t = 512)]
-        ctx: u32,
-        /// Chunks to score (default: all).
-        #[arg(long)]
-        chunks: Option<usize>,
-        /// Threads.
-        #[arg(short = 't', long, default_value_t = 2)]
-        threads: i32,
-        /// Physical batch size.
-        #[arg(long, default_value_t = 512)]
-        ubatch: u32,
-        /// Also write the result as JSON to this file.
-        #[arg(long)]
-        json: Option<PathBuf>,
-    },
 }
 
 #[derive(Subcommand)]
@@ -290,6 +195,12 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
+            if e.downcast_ref::<quantgate::interrupt::Interrupted>()
+                .is_some()
+            {
+                // 128 + SIGINT, as shells report an interrupted command.
+                return ExitCode::from(130);
+            }
             ExitCode::from(2)
         }
     }
@@ -323,169 +234,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Eval(EvalCommand::KldBase {
-            model,
-            file,
-            out,
-            ctx,
-            chunks,
-            threads,
-        }) => {
-            let text = quantgate::eval::ppl::read_text(&file)?;
-            let (n_chunk, n_vocab) =
-                quantgate::eval::kld::write_base(&model, &text, ctx, chunks, threads, &out)?;
-            println!("runtime: {}", llama_runtime::build_info());
-            println!(
-                "kld base: {} chunks × {ctx} tokens, n_vocab {n_vocab} → {}",
-                n_chunk,
-                out.display()
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Eval(EvalCommand::Kld {
-            model,
-            base,
-            threads,
-        }) => {
-            let r = quantgate::eval::kld::compare(&model, &base, threads)?;
-            println!("runtime: {}", llama_runtime::build_info());
-            println!("====== Perplexity statistics ======");
-            println!("Mean PPL(Q)                   : {:10.6}", r.ppl_q);
-            println!("Mean PPL(base)                : {:10.6}", r.ppl_base);
-            println!("====== KL divergence statistics ======");
-            println!("Mean    KLD: {:10.6} ± {:10.6}", r.mean_kld, r.mean_kld_unc);
-            println!("Maximum KLD: {:10.6}", r.max_kld);
-            println!("99.0%   KLD: {:10.6}", r.kld_99);
-            println!("Median  KLD: {:10.6}", r.median_kld);
-            println!("====== Token probability statistics ======");
-            println!("RMS Δp    : {:6.3} %", 100.0 * r.rms_dp);
-            println!(
-                "Same top p: {:6.3} ± {:5.3} %",
-                100.0 * r.same_top_p,
-                100.0 * r.same_top_p_unc
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Eval(EvalCommand::Hellaswag {
-            model,
-            file,
-            tasks,
-            ctx,
-            threads,
-        }) => {
-            let all = quantgate::eval::hellaswag::load_tasks(&file)?;
-            println!("runtime: {}", llama_runtime::build_info());
-            println!("hellaswag_score : loaded {} tasks from prompt.", all.len());
-            println!(
-                "hellaswag_score : selecting {} randomized tasks.",
-                tasks.min(all.len())
-            );
-            println!("\ntask\tacc_norm\t95% confidence interval");
-            let r = quantgate::eval::hellaswag::run(
-                &model,
-                &all,
-                tasks,
-                ctx,
-                threads,
-                |n, acc, lo, hi| {
-                    println!("{n}\t{acc:3.8}%\t[{lo:3.4}%, {hi:3.4}%]");
-                },
-            )?;
-            println!();
-            let _ = r;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Eval(EvalCommand::Bench {
-            models,
-            n_prompt,
-            n_gen,
-            reps,
-            threads,
-            json,
-        }) => {
-            if reps == 0 || (n_prompt == 0 && n_gen == 0) {
-                return Err(Usage("--reps and one of -p/-n must be at least 1".into()).into());
-            }
-            let rows = quantgate::eval::bench::run(&models, n_prompt, n_gen, reps, threads)?;
-            println!(
-                "runtime: {} · threads {threads} · n_batch 2048 · n_ubatch 512 · KV F16",
-                llama_runtime::build_info()
-            );
-            println!("| model | size | test | t/s |\n|---|---:|---|---:|");
-            for r in &rows {
-                println!(
-                    "| {} | {:.1} MiB | {} | {:.2} ± {:.2} |",
-                    quantgate::eval::bench::short_name(&r.model),
-                    r.file_bytes as f64 / 1048576.0,
-                    r.test,
-                    r.avg_ts,
-                    r.stddev_ts
-                );
-            }
-            for r in rows.iter().filter(|r| r.model != rows[0].model) {
-                if let Some(base) = rows
-                    .iter()
-                    .find(|b| b.model == rows[0].model && b.test == r.test)
-                {
-                    let q = quantgate::eval::bench::ratios(base, r);
-                    let (m, sd) = quantgate::eval::bench::mean_sd(&q);
-                    println!(
-                        "ratio {} / {} {}: {:.3} ± {:.3} (per replicate {:?})",
-                        quantgate::eval::bench::short_name(&r.model),
-                        quantgate::eval::bench::short_name(&base.model),
-                        r.test,
-                        m,
-                        sd,
-                        q.iter()
-                            .map(|x| (x * 1000.0).round() / 1000.0)
-                            .collect::<Vec<_>>()
-                    );
-                }
-            }
-            if let Some(j) = json {
-                quantgate::verify::report::write_atomic(
-                    &j,
-                    serde_json::to_string_pretty(&rows)?.as_bytes(),
-                )?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Eval(EvalCommand::Ppl {
-            model,
-            file,
-            ctx,
-            chunks,
-            threads,
-            ubatch,
-            json,
-        }) => {
-            let text = quantgate::eval::ppl::read_text(&file)?;
-            let p = quantgate::eval::ppl::PplParams {
-                n_ctx: ctx,
-                chunks,
-                threads,
-                n_ubatch: ubatch,
-            };
-            println!("runtime: {}", llama_runtime::build_info());
-            let r = quantgate::eval::ppl::perplexity(&model, &text, &p, |i, ppl| {
-                use std::io::Write;
-                print!("[{i}]{ppl:.4},");
-                let _ = std::io::stdout().flush();
-            })?;
-            println!();
-            println!(
-                "perplexity: {} chunks, n_ctx={}, {} tokens scored, {:.1} tokens/s, load {:.0} ms, threads {}",
-                r.chunks, ctx, r.scored_tokens, r.tokens_per_second, r.load_ms, threads
-            );
-            println!("Final estimate: PPL = {:.4} +/- {:.5}", r.ppl, r.ppl_se);
-            if let Some(j) = json {
-                quantgate::verify::report::write_atomic(
-                    &j,
-                    serde_json::to_string_pretty(&r)?.as_bytes(),
-                )?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Eval(cmd) => cli::eval::run(cmd),
         Command::Demo { out } => cmd_demo(&out),
         Command::Verify {
             hf,

@@ -81,3 +81,97 @@ fn hellaswag_first_100_tasks_match_llama_perplexity() {
     assert_eq!(rows[9], "10\t30.00000000%\t[10.7791%, 60.3222%]");
     assert_eq!(rows[99], "100\t30.00000000%\t[21.8949%, 39.5849%]");
 }
+
+/// Ctrl-C during `eval kld-base` (a ~100 MB output written chunk by chunk): exit 130, and the
+/// output folder holds nothing — neither the final file nor the temp file.
+#[test]
+fn sigint_during_kld_base_leaves_no_output() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let model = root.join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("base.logits");
+    let json = dir.path().join("base.json");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_quantgate"))
+        .args(["eval", "kld-base"])
+        .arg(&model)
+        .arg("-f")
+        .arg(root.join("../shared/data/wiki.test.raw"))
+        .args(["-c", "512", "--chunks", "200", "-t", "2", "--out"])
+        .arg(&out)
+        .arg("--json")
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the temp file exists and has records in it, then interrupt.
+    let t0 = std::time::Instant::now();
+    loop {
+        let grown = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| e.metadata().map(|m| m.len() > 1 << 20).unwrap_or(false));
+        if grown {
+            break;
+        }
+        assert!(t0.elapsed().as_secs() < 300, "no temp file appeared");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted by SIGINT"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// `--json` writes the record: result next to settings, load time, peak RSS, file bytes.
+#[test]
+fn ppl_json_record_carries_settings_and_costs() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let model = root.join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("ppl.json");
+    let stdout = eval_cli(
+        "ppl",
+        &model,
+        &root.join("../shared/data/wiki.test.raw"),
+        &[
+            "-c",
+            "128",
+            "--chunks",
+            "2",
+            "-t",
+            "2",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["kind"], "ppl");
+    assert_eq!(v["file_bytes"][0], 98362432);
+    assert_eq!(v["settings"]["threads"], 2);
+    assert_eq!(v["settings"]["n_ctx"], 128);
+    assert_eq!(v["settings"]["n_ubatch"], 128);
+    assert_eq!(v["settings"]["type_kv"], "F16");
+    assert_eq!(v["result"]["chunks"], 2);
+    assert_eq!(v["result"]["scored_tokens"], 2 * 63);
+    assert!(v["load_ms"][0].as_f64().unwrap() > 0.0);
+    // The model is mmapped and read whole: peak RSS is at least the file size.
+    assert!(v["peak_rss_kib"].as_u64().unwrap() * 1024 > 98362432, "{v}");
+    let ppl = v["result"]["ppl"].as_f64().unwrap();
+    assert!(
+        stdout.contains(&format!("Final estimate: PPL = {ppl:.4}")),
+        "{stdout}"
+    );
+    assert!(v["runtime"].as_str().unwrap().contains("=0.1.161"));
+}

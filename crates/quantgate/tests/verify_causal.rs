@@ -192,20 +192,22 @@ fn kld_of_f16_against_itself_is_zero_and_q4_k_m_is_not() {
     quantgate::quantize::quantize(&f16, &q4, "Q4_K_M", 2).unwrap();
     let base = dir.path().join("f16.logits");
     let text = quantgate::eval::ppl::read_text(&wiki).unwrap();
-    let (chunks, n_vocab) =
-        quantgate::eval::kld::write_base(&f16, &text, 512, Some(2), 2, &base).unwrap();
-    assert_eq!((chunks, n_vocab), (2, 49152));
+    let b =
+        quantgate::eval::kld::write_base(&f16, &text, 512, Some(2), 2, &base, |_, _| {}).unwrap();
+    let n_vocab = b.n_vocab;
+    assert_eq!((b.chunks, b.n_ctx, n_vocab), (2, 512, 49152));
     // llama-perplexity's file size: 20 + 4·n_chunk·n_ctx + 2·nv·n_chunk·(n_ctx − 1 − n_ctx/2).
     let nv = 2 * n_vocab.div_ceil(2) + 4;
     assert_eq!(
         std::fs::metadata(&base).unwrap().len() as usize,
         20 + 4 * 2 * 512 + 2 * nv * 2 * 255
     );
-    let same = quantgate::eval::kld::compare(&f16, &base, 2).unwrap();
+    assert_eq!(b.bytes as usize, 20 + 4 * 2 * 512 + 2 * nv * 2 * 255);
+    let same = quantgate::eval::kld::compare(&f16, &base, 2, |_, _| {}).unwrap();
     assert_eq!(same.positions, 510);
     assert!(same.mean_kld.abs() < 1e-6, "{same:?}");
     assert_eq!(same.same_top_p, 1.0);
-    let q = quantgate::eval::kld::compare(&q4, &base, 2).unwrap();
+    let q = quantgate::eval::kld::compare(&q4, &base, 2, |_, _| {}).unwrap();
     assert!(q.mean_kld > 0.01 && q.mean_kld < 0.5, "{q:?}");
     assert!(q.same_top_p < 1.0 && q.same_top_p > 0.7, "{q:?}");
     assert!(q.ppl_q > same.ppl_q);

@@ -114,6 +114,7 @@ pub fn run(
             }
         }
         for _ in 0..reps {
+            crate::interrupt::check()?;
             for ((a, ctx), smp) in arms.iter().zip(ctxs.iter_mut()).zip(samples.iter_mut()) {
                 ctx.clear_memory();
                 let toks = random_tokens(&a.model, n);
@@ -164,6 +165,48 @@ pub fn ratios(first: &ArmResult, later: &ArmResult) -> Vec<f64> {
         .zip(&later.samples_ts)
         .map(|(a, b)| b / a)
         .collect()
+}
+
+/// The per-replicate ratio of one later arm to the first arm for one test.
+#[derive(Clone, Debug, Serialize)]
+pub struct RatioRow {
+    /// The later arm's model.
+    pub model: String,
+    /// The first (baseline) arm's model.
+    pub base: String,
+    /// `pp512` / `tg128`.
+    pub test: String,
+    /// `later / first` per replicate.
+    pub per_replicate: Vec<f64>,
+    /// Mean and sample sd of `per_replicate`.
+    pub mean: f64,
+    pub sd: f64,
+}
+
+/// Ratios of every later arm to the first arm (`rows` as [`run`] returns them), per test.
+pub fn ratio_table(rows: &[ArmResult]) -> Vec<RatioRow> {
+    let Some(first) = rows.first() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for r in rows.iter().filter(|r| r.model != first.model) {
+        if let Some(base) = rows
+            .iter()
+            .find(|b| b.model == first.model && b.test == r.test)
+        {
+            let q = ratios(base, r);
+            let (mean, sd) = mean_sd(&q);
+            out.push(RatioRow {
+                model: r.model.clone(),
+                base: base.model.clone(),
+                test: r.test.clone(),
+                per_replicate: q,
+                mean,
+                sd,
+            });
+        }
+    }
+    out
 }
 
 /// The file name of a path, for tables.

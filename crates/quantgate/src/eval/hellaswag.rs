@@ -96,6 +96,8 @@ pub struct HellaswagResult {
     /// Wilson 95% interval, percent.
     pub ci_low: f64,
     pub ci_high: f64,
+    /// Model load time, ms.
+    pub load_ms: f64,
 }
 
 /// Wilson interval as llama-perplexity prints it: (lo, hi) fractions for `correct` of `n`.
@@ -119,7 +121,9 @@ pub fn run(
     threads: i32,
     mut row: impl FnMut(usize, f64, f64, f64),
 ) -> Result<HellaswagResult> {
+    let t0 = std::time::Instant::now();
     let model = Model::load(model_path, false)?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut ctx = Context::new(
         &model,
         ContextParams::logits(n_ctx, n_ctx.min(512), threads),
@@ -127,6 +131,7 @@ pub fn run(
     let order = task_order(tasks.len(), n_tasks);
     let mut correct = 0;
     for (k, &ti) in order.iter().enumerate() {
+        crate::interrupt::check()?;
         let t = &tasks[ti];
         let seqs: Vec<Vec<i32>> = t
             .endings
@@ -181,6 +186,7 @@ pub fn run(
         acc_norm: 100.0 * correct as f64 / n as f64,
         ci_low: 100.0 * lo,
         ci_high: 100.0 * hi,
+        load_ms,
     })
 }
 

@@ -69,6 +69,7 @@ fn chunks_of(
     )?;
     let first = n_ctx / 2;
     for i in 0..n_chunk {
+        crate::interrupt::check()?;
         let mut chunk = tokens[i * n_ctx..(i + 1) * n_ctx].to_vec();
         if model.add_bos() {
             chunk[0] = model.bos();
@@ -79,8 +80,20 @@ fn chunks_of(
     Ok(())
 }
 
-/// Base run: tokenizes `text` as llama-perplexity does and writes the `_logits_` file.
-/// Returns (n_chunk, n_vocab).
+/// What the base run wrote.
+#[derive(Clone, Debug, Serialize)]
+pub struct KldBaseResult {
+    pub chunks: usize,
+    pub n_ctx: usize,
+    pub n_vocab: usize,
+    /// Output file size, bytes.
+    pub bytes: u64,
+    /// Model load time, ms.
+    pub load_ms: f64,
+}
+
+/// Base run: tokenizes `text` as llama-perplexity does and writes the `_logits_` file
+/// (temp file in the same folder, renamed when complete).
 pub fn write_base(
     model_path: &Path,
     text: &str,
@@ -88,8 +101,11 @@ pub fn write_base(
     chunks: Option<usize>,
     threads: i32,
     out: &Path,
-) -> Result<(usize, usize)> {
+    mut progress: impl FnMut(usize, usize),
+) -> Result<KldBaseResult> {
+    let t0 = std::time::Instant::now();
     let model = Model::load(model_path, false)?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let tokens = model.tokenize(text, true, false)?;
     if tokens.len() < 2 * n_ctx {
         bail!(
@@ -116,7 +132,7 @@ pub fn write_base(
         w.write_all(&t.to_le_bytes())?;
     }
     let mut rec = Vec::new();
-    chunks_of(&model, &tokens, n_ctx, n_chunk, threads, |_, rows| {
+    chunks_of(&model, &tokens, n_ctx, n_chunk, threads, |i, rows| {
         for l in rows {
             rec.clear();
             encode_record(l, &mut rec);
@@ -124,6 +140,7 @@ pub fn write_base(
                 w.write_all(&q.to_le_bytes())?;
             }
         }
+        progress(i + 1, n_chunk);
         Ok(())
     })?;
     w.flush()?;
@@ -131,7 +148,13 @@ pub fn write_base(
     tmp.as_file().sync_all()?;
     tmp.persist(out)
         .map_err(|e| anyhow::anyhow!("{}: {}", out.display(), e.error))?;
-    Ok((n_chunk, n_vocab))
+    Ok(KldBaseResult {
+        chunks: n_chunk,
+        n_ctx,
+        n_vocab,
+        bytes: std::fs::metadata(out).map(|m| m.len()).unwrap_or(0),
+        load_ms,
+    })
 }
 
 /// Compare-run statistics (llama-perplexity's final block).
@@ -149,6 +172,10 @@ pub struct KldResult {
     pub rms_dp: f64,
     pub positions: usize,
     pub chunks: usize,
+    /// Tokens per chunk of the base file.
+    pub n_ctx: usize,
+    /// Model load time, ms.
+    pub load_ms: f64,
 }
 
 fn mu(sum: f64, sum2: f64, n: f64) -> (f64, f64) {
@@ -179,7 +206,13 @@ pub fn percentile(v: &[f32], f: f32) -> f64 {
 }
 
 /// Compare run: `model_path` against the base file.
-pub fn compare(model_path: &Path, base: &Path, threads: i32) -> Result<KldResult> {
+/// `progress(chunks_done, n_chunk)` is called after each chunk.
+pub fn compare(
+    model_path: &Path,
+    base: &Path,
+    threads: i32,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<KldResult> {
     let f =
         std::fs::File::open(base).with_context(|| format!("{}: cannot open", base.display()))?;
     let mut r = BufReader::new(f);
@@ -210,7 +243,9 @@ pub fn compare(model_path: &Path, base: &Path, threads: i32) -> Result<KldResult
         );
     }
     let tokens = i32s(n_ctx * n_chunk)?;
+    let t0 = std::time::Instant::now();
     let model = Model::load(model_path, false)?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     if model.n_vocab() != n_vocab {
         bail!(
             "{}: base n_vocab {n_vocab} differs from the model's {}",
@@ -261,6 +296,7 @@ pub fn compare(model_path: &Path, base: &Path, threads: i32) -> Result<KldResult
             count += 1;
             klds.push(kld as f32);
         }
+        progress(ci + 1, n_chunk);
         Ok(())
     })?;
     let n = count as f64;
@@ -287,5 +323,7 @@ pub fn compare(model_path: &Path, base: &Path, threads: i32) -> Result<KldResult
         rms_dp: (s_dp2 / n).sqrt(),
         positions: count,
         chunks: n_chunk,
+        n_ctx,
+        load_ms,
     })
 }

@@ -4,3 +4,4 @@ pub mod bench;
 pub mod hellaswag;
 pub mod kld;
 pub mod ppl;
+pub mod record;

@@ -64,7 +64,8 @@ pub fn nll(logits: &[f32], y: usize) -> f64 {
     -((logits[y] - max) as f64 - sum.ln())
 }
 
-/// Computes PPL of `model_path` on `text`, calling `progress(chunk, running_ppl)` per chunk.
+/// Computes PPL of `model_path` on `text`, calling `progress(chunks_done, n_chunk, running_ppl)`
+/// per chunk.
 ///
 /// Errors: a model that adds EOS (llama-perplexity asserts on it), too few tokens
 /// (`2·n_ctx` needed), or a failed decode.
@@ -72,7 +73,7 @@ pub fn perplexity(
     model_path: &Path,
     text: &str,
     p: &PplParams,
-    mut progress: impl FnMut(usize, f64),
+    mut progress: impl FnMut(usize, usize, f64),
 ) -> Result<PplResult> {
     let t0 = Instant::now();
     let model = Model::load(model_path, false)?;
@@ -103,6 +104,7 @@ pub fn perplexity(
     let mut running = Vec::with_capacity(n_chunk);
     let t1 = Instant::now();
     for i in 0..n_chunk {
+        crate::interrupt::check()?;
         let mut chunk = tokens[i * n_ctx..(i + 1) * n_ctx].to_vec();
         if model.add_bos() {
             chunk[0] = model.bos();
@@ -117,7 +119,7 @@ pub fn perplexity(
         }
         let ppl = (sum / count as f64).exp();
         running.push(ppl);
-        progress(i + 1, ppl);
+        progress(i + 1, n_chunk, ppl);
     }
     let secs = t1.elapsed().as_secs_f64();
     let mean = sum / count as f64;

@@ -1,0 +1,377 @@
+//! `quantgate eval …`: argument parsing and rendering of the measurements. Each one prints
+//! llama.cpp's own result lines on stdout, a progress bar with ETA on stderr, and with `--json`
+//! writes an [`EvalRecord`] (result, settings, load time, wall time, peak RSS) atomically.
+//! SIGINT/SIGTERM stop between chunks/tasks/repetitions: exit 130, no output file left behind.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Subcommand;
+use quantgate::eval::record::{self, EvalRecord, RunSettings};
+use quantgate::eval::{bench, hellaswag, kld, ppl};
+use quantgate::progress;
+
+#[derive(Subcommand)]
+pub enum EvalCommand {
+    /// pp/tg throughput like llama-bench, arms alternated in one window (e.g. F16 then Q4_K_M),
+    /// with the per-replicate ratio of each arm to the first.
+    Bench {
+        /// Models (arms), the first is the baseline.
+        #[arg(required = true)]
+        models: Vec<PathBuf>,
+        /// Prompt tokens (pp test).
+        #[arg(short = 'p', long, default_value_t = 512)]
+        n_prompt: usize,
+        /// Generated tokens (tg test).
+        #[arg(short = 'n', long, default_value_t = 128)]
+        n_gen: usize,
+        /// Repetitions per arm.
+        #[arg(short = 'r', long, default_value_t = 5)]
+        reps: usize,
+        /// Threads.
+        #[arg(short = 't', long, default_value_t = 2)]
+        threads: i32,
+        /// Also write the JSON record here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// HellaSwag acc_norm as llama-perplexity --hellaswag computes it (same task order).
+    Hellaswag {
+        /// The GGUF model.
+        model: PathBuf,
+        /// 6-lines-per-task file (hellaswag_val_full.txt).
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// Tasks to evaluate.
+        #[arg(long, default_value_t = 400)]
+        tasks: usize,
+        /// Context length.
+        #[arg(short = 'c', long, default_value_t = 1024)]
+        ctx: u32,
+        /// Threads.
+        #[arg(short = 't', long, default_value_t = 2)]
+        threads: i32,
+        /// Also write the JSON record here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Base run of the KL divergence: writes llama-perplexity's `_logits_` file.
+    KldBase {
+        /// The base (e.g. F16) model.
+        model: PathBuf,
+        /// Text file.
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// Output logits file.
+        #[arg(long)]
+        out: PathBuf,
+        /// Tokens per chunk.
+        #[arg(short = 'c', long, default_value_t = 512)]
+        ctx: usize,
+        /// Chunks (default: all).
+        #[arg(long)]
+        chunks: Option<usize>,
+        /// Threads.
+        #[arg(short = 't', long, default_value_t = 2)]
+        threads: i32,
+        /// Also write the JSON record here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Compare run: mean KLD(base‖model), same top p, Δp RMS against a `_logits_` file.
+    Kld {
+        /// The model to compare.
+        model: PathBuf,
+        /// The base logits file (from `eval kld-base` or llama-perplexity --kl-divergence-base).
+        #[arg(long)]
+        base: PathBuf,
+        /// Threads.
+        #[arg(short = 't', long, default_value_t = 2)]
+        threads: i32,
+        /// Also write the JSON record here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Perplexity as llama-perplexity computes it; prints its per-chunk and `Final estimate` lines.
+    Ppl {
+        /// The GGUF model.
+        model: PathBuf,
+        /// Text file (one trailing newline is stripped, as `-f` does).
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// Tokens per chunk.
+        #[arg(short = 'c', long, default_value_t = 512)]
+        ctx: u32,
+        /// Chunks to score (default: all).
+        #[arg(long)]
+        chunks: Option<usize>,
+        /// Threads.
+        #[arg(short = 't', long, default_value_t = 2)]
+        threads: i32,
+        /// Physical batch size.
+        #[arg(long, default_value_t = 512)]
+        ubatch: u32,
+        /// Also write the JSON record here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+}
+
+/// Settings of a logits context as `ContextParams::logits` builds it (KV F16).
+fn logits_settings(threads: i32, n_ctx: u32, n_ubatch: u32, seed: Option<u64>) -> RunSettings {
+    RunSettings {
+        threads,
+        n_ctx,
+        n_batch: n_ctx,
+        n_ubatch: n_ubatch.min(n_ctx),
+        type_kv: "F16".into(),
+        seed,
+    }
+}
+
+/// Writes the record if `--json` was given.
+#[allow(clippy::too_many_arguments)]
+fn emit<T: serde::Serialize>(
+    json: Option<&Path>,
+    kind: &str,
+    models: &[&Path],
+    settings: RunSettings,
+    load_ms: Vec<f64>,
+    t0: Instant,
+    result: T,
+) -> anyhow::Result<()> {
+    let Some(path) = json else { return Ok(()) };
+    let rec = EvalRecord {
+        kind: kind.into(),
+        models: models.iter().map(|p| p.display().to_string()).collect(),
+        file_bytes: record::file_sizes(models),
+        runtime: llama_runtime::build_info().to_string(),
+        settings,
+        load_ms,
+        wall_s: t0.elapsed().as_secs_f64(),
+        peak_rss_kib: record::peak_rss_self_kib(),
+        result,
+    };
+    record::write(path, &rec)
+}
+
+/// Runs one `eval` subcommand.
+pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
+    quantgate::interrupt::install();
+    let t0 = Instant::now();
+    match cmd {
+        EvalCommand::KldBase {
+            model,
+            file,
+            out,
+            ctx,
+            chunks,
+            threads,
+            json,
+        } => {
+            let text = ppl::read_text(&file)?;
+            println!("runtime: {}", llama_runtime::build_info());
+            let pb = progress::bar(0, "chunks");
+            let r = kld::write_base(&model, &text, ctx, chunks, threads, &out, |i, n| {
+                pb.set_length(n as u64);
+                pb.set_position(i as u64)
+            });
+            pb.finish_and_clear();
+            let r = r?;
+            println!(
+                "kld base: {} chunks × {ctx} tokens, n_vocab {} → {}",
+                r.chunks,
+                r.n_vocab,
+                out.display()
+            );
+            let s = logits_settings(threads, ctx as u32, 512, None);
+            emit(
+                json.as_deref(),
+                "kld-base",
+                &[&model],
+                s,
+                vec![r.load_ms],
+                t0,
+                r,
+            )?;
+        }
+        EvalCommand::Kld {
+            model,
+            base,
+            threads,
+            json,
+        } => {
+            println!("runtime: {}", llama_runtime::build_info());
+            let pb = progress::bar(0, "chunks");
+            let r = kld::compare(&model, &base, threads, |i, n| {
+                pb.set_length(n as u64);
+                pb.set_position(i as u64)
+            });
+            pb.finish_and_clear();
+            let r = r?;
+            println!("====== Perplexity statistics ======");
+            println!("Mean PPL(Q)                   : {:10.6}", r.ppl_q);
+            println!("Mean PPL(base)                : {:10.6}", r.ppl_base);
+            println!("====== KL divergence statistics ======");
+            println!("Mean    KLD: {:10.6} ± {:10.6}", r.mean_kld, r.mean_kld_unc);
+            println!("Maximum KLD: {:10.6}", r.max_kld);
+            println!("99.0%   KLD: {:10.6}", r.kld_99);
+            println!("Median  KLD: {:10.6}", r.median_kld);
+            println!("====== Token probability statistics ======");
+            println!("RMS Δp    : {:6.3} %", 100.0 * r.rms_dp);
+            println!(
+                "Same top p: {:6.3} ± {:5.3} %",
+                100.0 * r.same_top_p,
+                100.0 * r.same_top_p_unc
+            );
+            let s = logits_settings(threads, r.n_ctx as u32, 512, None);
+            emit(
+                json.as_deref(),
+                "kld",
+                &[&model, &base],
+                s,
+                vec![r.load_ms],
+                t0,
+                r,
+            )?;
+        }
+        EvalCommand::Hellaswag {
+            model,
+            file,
+            tasks,
+            ctx,
+            threads,
+            json,
+        } => {
+            let all = hellaswag::load_tasks(&file)?;
+            println!("runtime: {}", llama_runtime::build_info());
+            println!("hellaswag_score : loaded {} tasks from prompt.", all.len());
+            let n = tasks.min(all.len());
+            println!("hellaswag_score : selecting {n} randomized tasks.");
+            println!("\ntask\tacc_norm\t95% confidence interval");
+            let pb = progress::bar(n as u64, "tasks");
+            let r = hellaswag::run(&model, &all, tasks, ctx, threads, |n, acc, lo, hi| {
+                pb.suspend(|| println!("{n}\t{acc:3.8}%\t[{lo:3.4}%, {hi:3.4}%]"));
+                pb.set_position(n as u64);
+            });
+            pb.finish_and_clear();
+            let r = r?;
+            println!();
+            let s = logits_settings(threads, ctx, 512, Some(1));
+            emit(
+                json.as_deref(),
+                "hellaswag",
+                &[&model],
+                s,
+                vec![r.load_ms],
+                t0,
+                r,
+            )?;
+        }
+        EvalCommand::Bench {
+            models,
+            n_prompt,
+            n_gen,
+            reps,
+            threads,
+            json,
+        } => {
+            if reps == 0 || (n_prompt == 0 && n_gen == 0) {
+                return Err(
+                    crate::Usage("--reps and one of -p/-n must be at least 1".into()).into(),
+                );
+            }
+            let rows = bench::run(&models, n_prompt, n_gen, reps, threads)?;
+            println!(
+                "runtime: {} · threads {threads} · n_batch 2048 · n_ubatch 512 · KV F16",
+                llama_runtime::build_info()
+            );
+            println!("| model | size | test | t/s |\n|---|---:|---|---:|");
+            for r in &rows {
+                println!(
+                    "| {} | {:.1} MiB | {} | {:.2} ± {:.2} |",
+                    bench::short_name(&r.model),
+                    r.file_bytes as f64 / 1048576.0,
+                    r.test,
+                    r.avg_ts,
+                    r.stddev_ts
+                );
+            }
+            let table = bench::ratio_table(&rows);
+            for q in &table {
+                println!(
+                    "ratio {} / {} {}: {:.3} ± {:.3} (per replicate {:?})",
+                    bench::short_name(&q.model),
+                    bench::short_name(&q.base),
+                    q.test,
+                    q.mean,
+                    q.sd,
+                    q.per_replicate
+                        .iter()
+                        .map(|x| (x * 1000.0).round() / 1000.0)
+                        .collect::<Vec<_>>()
+                );
+            }
+            let n_ctx = (n_prompt.max(n_gen) as u32).div_ceil(256) * 256;
+            let s = RunSettings {
+                threads,
+                n_ctx,
+                n_batch: 2048.min(n_ctx),
+                n_ubatch: 512,
+                type_kv: "F16".into(),
+                seed: Some(1),
+            };
+            let paths: Vec<&Path> = models.iter().map(PathBuf::as_path).collect();
+            let mut load_ms = Vec::new();
+            for m in &models {
+                let l = rows
+                    .iter()
+                    .find(|r| Path::new(&r.model) == m)
+                    .map_or(0.0, |r| r.load_ms);
+                load_ms.push(l);
+            }
+            let result = serde_json::json!({ "rows": rows, "ratios": table });
+            emit(json.as_deref(), "bench", &paths, s, load_ms, t0, result)?;
+        }
+        EvalCommand::Ppl {
+            model,
+            file,
+            ctx,
+            chunks,
+            threads,
+            ubatch,
+            json,
+        } => {
+            let text = ppl::read_text(&file)?;
+            let p = ppl::PplParams {
+                n_ctx: ctx,
+                chunks,
+                threads,
+                n_ubatch: ubatch,
+            };
+            println!("runtime: {}", llama_runtime::build_info());
+            let pb = progress::bar(0, "chunks");
+            let r = ppl::perplexity(&model, &text, &p, |i, n, v| {
+                pb.set_length(n as u64);
+                use std::io::Write;
+                pb.suspend(|| {
+                    print!("[{i}]{v:.4},");
+                    let _ = std::io::stdout().flush();
+                });
+                pb.set_position(i as u64);
+            });
+            pb.finish_and_clear();
+            let r = r?;
+            println!();
+            println!(
+                "perplexity: {} chunks, n_ctx={}, {} tokens scored, {:.1} tokens/s, load {:.0} ms, threads {}",
+                r.chunks, ctx, r.scored_tokens, r.tokens_per_second, r.load_ms, threads
+            );
+            println!("Final estimate: PPL = {:.4} +/- {:.5}", r.ppl, r.ppl_se);
+            let s = logits_settings(threads, ctx, ubatch, None);
+            emit(json.as_deref(), "ppl", &[&model], s, vec![r.load_ms], t0, r)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

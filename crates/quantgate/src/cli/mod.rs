@@ -1,0 +1,3 @@
+//! Subcommand groups of the `quantgate` binary that have grown beyond a few lines.
+
+pub mod eval;

@@ -1,0 +1,69 @@
+//! The JSON record every `eval` measurement writes: the result next to everything that changes
+//! it (runtime build, threads, batch sizes, KV type, seed) and what it cost (load time, wall
+//! time, peak RSS of this process). Run as a child process (as `quantgate run` does), the peak
+//! RSS is the measurement's own; the parent reads the same figure from `wait4`'s rusage.
+
+use std::path::Path;
+
+use anyhow::Result;
+use serde::Serialize;
+
+/// Settings that change results, recorded with every measurement.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RunSettings {
+    pub threads: i32,
+    pub n_ctx: u32,
+    pub n_batch: u32,
+    pub n_ubatch: u32,
+    /// KV cache type (ggml type name).
+    pub type_kv: String,
+    /// Seed of the measurement's random draws (HellaSwag: std::mt19937(1); bench: C rand()
+    /// unseeded = srand(1)); `None` where nothing is drawn.
+    pub seed: Option<u64>,
+}
+
+/// One measurement.
+#[derive(Clone, Debug, Serialize)]
+pub struct EvalRecord<T: Serialize> {
+    /// `ppl`, `hellaswag`, `kld-base`, `kld`, `bench`.
+    pub kind: String,
+    /// Model path(s) as given.
+    pub models: Vec<String>,
+    /// File size of each model, bytes.
+    pub file_bytes: Vec<u64>,
+    /// llama.cpp build (`llama-cpp-sys-2 =… (ggml …)`).
+    pub runtime: String,
+    pub settings: RunSettings,
+    /// Model load time(s), ms.
+    pub load_ms: Vec<f64>,
+    /// Wall time of the whole measurement in this process, s.
+    pub wall_s: f64,
+    /// Peak RSS of this process (`getrusage(RUSAGE_SELF).ru_maxrss`), KiB.
+    pub peak_rss_kib: u64,
+    pub result: T,
+}
+
+/// Peak RSS of this process so far, KiB (Linux `ru_maxrss`).
+pub fn peak_rss_self_kib() -> u64 {
+    // SAFETY: zeroed rusage is a valid out-parameter.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    if rc == 0 {
+        u.ru_maxrss.max(0) as u64
+    } else {
+        0
+    }
+}
+
+/// File sizes of `paths` (0 where unreadable: the measurement itself reports that error).
+pub fn file_sizes(paths: &[&Path]) -> Vec<u64> {
+    paths
+        .iter()
+        .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .collect()
+}
+
+/// Writes `record` as pretty JSON to `path` atomically (temp file + rename).
+pub fn write<T: Serialize>(path: &Path, record: &EvalRecord<T>) -> Result<()> {
+    crate::verify::report::write_atomic(path, serde_json::to_string_pretty(record)?.as_bytes())
+}
