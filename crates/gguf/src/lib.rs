@@ -10,6 +10,7 @@
 pub mod dequant;
 mod error;
 pub mod quant;
+pub mod quant_ref;
 mod reader;
 mod types;
 mod value;

@@ -54,25 +54,6 @@ pub fn encode_bf16(x: &[f32], out: &mut Vec<u8>) {
     }
 }
 
-/// Quantizes `x` (a multiple of 32 values) to Q8_0 blocks: per block d = amax/127 (stored as
-/// f16), q = roundf(x · (1/d)) with halves away from zero; all-zero blocks get d = 0, q = 0.
-///
-/// Panics if `x.len()` is not a multiple of 32 (callers check row lengths first).
-pub fn quantize_q8_0(x: &[f32], out: &mut Vec<u8>) {
-    assert!(
-        x.len().is_multiple_of(32),
-        "Q8_0 needs a multiple of 32 values"
-    );
-    out.reserve(x.len() / 32 * 34);
-    for b in x.chunks_exact(32) {
-        let amax = b.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        out.extend_from_slice(&f32_to_f16_bits(d).to_le_bytes());
-        out.extend(b.iter().map(|v| ((v * id).round() as i32 as i8) as u8));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,5 +12,6 @@ pub mod hash;
 pub mod inspect;
 pub mod interrupt;
 pub mod progress;
+pub mod protocol;
 pub mod quantize;
 pub mod verify;

@@ -106,6 +106,31 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Frozen protocols: `protocol check P.toml` validates and prints the freeze id (sha256).
+    #[command(subcommand)]
+    Protocol(cli::protocol::ProtocolCommand),
+    /// Execute a frozen protocol into a fresh run folder (run_status.json, results.json, logs/).
+    Run {
+        /// The protocol TOML.
+        protocol: PathBuf,
+        /// The run folder (created; refused if not empty).
+        #[arg(long)]
+        run_dir: PathBuf,
+        /// Who ran it (default: $USER).
+        #[arg(long)]
+        operator: Option<String>,
+    },
+    /// Compare two runs of one protocol: every quantity's deviation under the frozen rule,
+    /// then the decision (capability proven / partial pass / capability gap).
+    Analyze {
+        /// Run 1 folder (its F16 values are the delta baselines).
+        run1: PathBuf,
+        /// Run 2 folder.
+        run2: PathBuf,
+        /// Output folder for analysis.json and analysis.md (default: RUN2/analysis).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Measurements compatible with llama.cpp's tools.
     #[command(subcommand)]
     Eval(cli::eval::EvalCommand),
@@ -235,6 +260,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Eval(cmd) => cli::eval::run(cmd),
+        Command::Protocol(cmd) => cli::protocol::check(cmd),
+        Command::Run {
+            protocol,
+            run_dir,
+            operator,
+        } => cli::protocol::run(protocol, run_dir, operator),
+        Command::Analyze { run1, run2, out } => cli::protocol::analyze(run1, run2, out),
         Command::Demo { out } => cmd_demo(&out),
         Command::Verify {
             hf,

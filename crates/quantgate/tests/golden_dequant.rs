@@ -181,7 +181,7 @@ fn our_encoders_match_ggml_quantize_chunk_bit_for_bit() {
         .map(|v| if v.is_finite() { *v } else { 1.5 })
         .collect();
     ours.clear();
-    gguf::quant::quantize_q8_0(&finite, &mut ours);
+    gguf::quant_ref::quantize_q8_0(&finite, &mut ours);
     assert_eq!(
         ours,
         llama_runtime::ggml_quantize(GgmlType::Q8_0.id(), &finite, 64).unwrap(),

@@ -1,3 +1,4 @@
 //! Subcommand groups of the `quantgate` binary that have grown beyond a few lines.
 
 pub mod eval;
+pub mod protocol;

@@ -304,7 +304,7 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
                         gguf::quant::encode_f16(&x, &mut buf);
                     }
                     GgmlType::BF16 => gguf::quant::encode_bf16(&x, &mut buf),
-                    GgmlType::Q8_0 => gguf::quant::quantize_q8_0(&x, &mut buf),
+                    GgmlType::Q8_0 => gguf::quant_ref::quantize_q8_0(&x, &mut buf),
                     other => return Err(std::io::Error::other(format!("no encoder for {other}"))),
                 }
                 out.write_all(&buf)

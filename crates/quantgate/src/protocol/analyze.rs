@@ -1,0 +1,244 @@
+//! `quantgate analyze`: every quantity of two runs of one protocol, compared with the frozen
+//! rule (`[tolerances]` per kind), and the decision ([`super::DECISION_RULE`]).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use super::quantities::{deviation, tolerance, Class, Kind};
+use super::run::{Results, RunStatus};
+
+/// One quantity's comparison.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Row {
+    pub model: String,
+    pub quantity: String,
+    pub kind: Kind,
+    pub class: Class,
+    pub unit: String,
+    pub run1: Option<f64>,
+    pub run2: Option<f64>,
+    pub spread1: Option<f64>,
+    pub spread2: Option<f64>,
+    /// Relative deviation by the kind's rule (`None` when missing or not judged).
+    pub deviation: Option<f64>,
+    /// `None` for reported-only quantities.
+    pub tolerance: Option<f64>,
+    /// `pass`, `fail`, `missing` or `reported`.
+    pub verdict: String,
+}
+
+/// The analysis.
+#[derive(Clone, Debug, Serialize)]
+pub struct Analysis {
+    pub protocol_id: String,
+    pub protocol_sha256: String,
+    pub decision_rule: String,
+    /// `capability proven`, `partial pass` or `capability gap`.
+    pub decision: String,
+    /// Judged quantities that reproduced / did not (`model: quantity`).
+    pub reproduced: Vec<String>,
+    pub not_reproduced: Vec<String>,
+    pub rows: Vec<Row>,
+    /// GGUF files byte-identical across the runs (by sha256), per `model/arm`.
+    pub identical_files: Vec<String>,
+    pub differing_files: Vec<String>,
+    pub run1: serde_json::Value,
+    pub run2: serde_json::Value,
+}
+
+fn load(dir: &Path) -> Result<(RunStatus, Results)> {
+    let read = |name: &str| -> Result<Vec<u8>> {
+        let p = dir.join(name);
+        std::fs::read(&p).with_context(|| format!("{}: cannot read", p.display()))
+    };
+    let status: RunStatus = serde_json::from_slice(&read("run_status.json")?)
+        .with_context(|| format!("{}: invalid run_status.json", dir.display()))?;
+    let results: Results = serde_json::from_slice(&read("results.json")?)
+        .with_context(|| format!("{}: invalid results.json", dir.display()))?;
+    Ok((status, results))
+}
+
+/// Compares the runs in `r1` and `r2`.
+///
+/// Errors: unreadable folders, a run that did not complete, or runs of different protocols
+/// (sha256 differs) — those are never compared.
+pub fn analyze(r1: &Path, r2: &Path) -> Result<Analysis> {
+    let (s1, a) = load(r1)?;
+    let (s2, b) = load(r2)?;
+    for (s, d) in [(&s1, r1), (&s2, r2)] {
+        if s.state != "complete" {
+            bail!(
+                "{}: run is {} (step {}, {}); only complete runs are compared",
+                d.display(),
+                s.state,
+                s.step.as_deref().unwrap_or("-"),
+                s.reason.as_deref().unwrap_or("-")
+            );
+        }
+    }
+    if a.protocol_sha256 != b.protocol_sha256 || s1.protocol_sha256 != a.protocol_sha256 {
+        bail!(
+            "runs of different protocols: {} has {}, {} has {}",
+            r1.display(),
+            a.protocol_sha256,
+            r2.display(),
+            b.protocol_sha256
+        );
+    }
+    let tol = &a.tolerances;
+    let mut rows = Vec::new();
+    let models: BTreeSet<&String> = a.models.keys().chain(b.models.keys()).collect();
+    for m in models {
+        let (qa, qb) = (a.models.get(m), b.models.get(m));
+        let names: BTreeSet<&String> = qa
+            .into_iter()
+            .flat_map(|q| q.keys())
+            .chain(qb.into_iter().flat_map(|q| q.keys()))
+            .collect();
+        for n in names {
+            let x = qa.and_then(|q| q.get(n));
+            let y = qb.and_then(|q| q.get(n));
+            let meta = x.or(y).expect("name comes from one of the runs");
+            let kind = meta.kind;
+            let tolerance = tolerance(tol, kind);
+            let (deviation, verdict) = match (x, y) {
+                (Some(x), Some(y)) if kind == Kind::Reported => {
+                    let _ = (x, y);
+                    (None, "reported")
+                }
+                (Some(x), Some(y)) => {
+                    let b1 = meta
+                        .baseline
+                        .as_ref()
+                        .and_then(|bn| qa.and_then(|q| q.get(bn)))
+                        .map(|q| q.value);
+                    let d = deviation(kind, x.value, y.value, b1);
+                    let ok = tolerance.is_some_and(|t| d <= t);
+                    (Some(d), if ok { "pass" } else { "fail" })
+                }
+                _ => (None, "missing"),
+            };
+            rows.push(Row {
+                model: m.clone(),
+                quantity: n.clone(),
+                kind,
+                class: meta.class,
+                unit: meta.unit.clone(),
+                run1: x.map(|q| q.value),
+                run2: y.map(|q| q.value),
+                spread1: x.and_then(|q| q.spread),
+                spread2: y.and_then(|q| q.spread),
+                deviation,
+                tolerance,
+                verdict: verdict.into(),
+            });
+        }
+    }
+    let judged = || rows.iter().filter(|r| r.verdict != "reported");
+    let reproduced: Vec<String> = judged()
+        .filter(|r| r.verdict == "pass")
+        .map(|r| format!("{}: {}", r.model, r.quantity))
+        .collect();
+    let not_reproduced: Vec<String> = judged()
+        .filter(|r| r.verdict != "pass")
+        .map(|r| format!("{}: {} ({})", r.model, r.quantity, r.verdict))
+        .collect();
+    let quality_failed = judged().any(|r| r.verdict != "pass" && r.class == Class::Quality);
+    let decision = if not_reproduced.is_empty() && !reproduced.is_empty() {
+        "capability proven"
+    } else if quality_failed || reproduced.is_empty() {
+        "capability gap"
+    } else {
+        "partial pass"
+    };
+    let mut identical_files = Vec::new();
+    let mut differing_files = Vec::new();
+    for (m, arms) in &a.files {
+        for (arm, f) in arms {
+            let key = format!("{m}/{arm}");
+            match b.files.get(m).and_then(|x| x.get(arm)) {
+                Some(g) if g == f => identical_files.push(key),
+                _ => differing_files.push(key),
+            }
+        }
+    }
+    Ok(Analysis {
+        protocol_id: a.protocol_id.clone(),
+        protocol_sha256: a.protocol_sha256.clone(),
+        decision_rule: a.decision_rule.clone(),
+        decision: decision.into(),
+        reproduced,
+        not_reproduced,
+        rows,
+        identical_files,
+        differing_files,
+        run1: serde_json::json!({"dir": r1.display().to_string(), "operator": a.operator, "started": s1.started, "environment": a.environment}),
+        run2: serde_json::json!({"dir": r2.display().to_string(), "operator": b.operator, "started": s2.started, "environment": b.environment}),
+    })
+}
+
+fn fmt_v(v: Option<f64>, s: Option<f64>) -> String {
+    match (v, s) {
+        (None, _) => "—".into(),
+        (Some(v), Some(s)) => format!("{v:.6} ± {s:.4}"),
+        (Some(v), None) => format!("{v:.6}"),
+    }
+}
+
+/// `analysis.md`: the decision, then a table per model.
+pub fn markdown(an: &Analysis) -> String {
+    let mut s = format!(
+        "# Reproducibility analysis — {}\n\nprotocol sha256 `{}` · rule `{}`\n\n**Decision: {}**\n\n",
+        an.protocol_id, an.protocol_sha256, an.decision_rule, an.decision
+    );
+    if !an.not_reproduced.is_empty() {
+        s += &format!("Not reproduced: {}\n\n", an.not_reproduced.join(", "));
+    }
+    s += &format!(
+        "GGUF files byte-identical across runs: {} · differing: {}\n",
+        if an.identical_files.is_empty() {
+            "none".into()
+        } else {
+            an.identical_files.join(", ")
+        },
+        if an.differing_files.is_empty() {
+            "none".into()
+        } else {
+            an.differing_files.join(", ")
+        },
+    );
+    let models: BTreeSet<&String> = an.rows.iter().map(|r| &r.model).collect();
+    for m in models {
+        s += &format!(
+            "\n## {m}\n\n| quantity | unit | run 1 | run 2 | deviation | tolerance | verdict |\n|---|---|---:|---:|---:|---:|---|\n"
+        );
+        for r in an.rows.iter().filter(|r| &r.model == m) {
+            s += &format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                r.quantity,
+                r.unit,
+                fmt_v(r.run1, r.spread1),
+                fmt_v(r.run2, r.spread2),
+                r.deviation
+                    .map_or("—".into(), |d| format!("{:.4}%", 100.0 * d)),
+                r.tolerance
+                    .map_or("—".into(), |t| format!("{:.2}%", 100.0 * t)),
+                r.verdict
+            );
+        }
+    }
+    s
+}
+
+/// Writes `analysis.json` and `analysis.md` into `dir` (atomically each).
+pub fn write(dir: &Path, an: &Analysis) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+    crate::verify::report::write_atomic(
+        &dir.join("analysis.json"),
+        serde_json::to_string_pretty(an)?.as_bytes(),
+    )?;
+    crate::verify::report::write_atomic(&dir.join("analysis.md"), markdown(an).as_bytes())
+}
