@@ -1,0 +1,294 @@
+//! `quantgate run` / `quantgate analyze` on the CI protocol (protocols/ci.toml) with the real
+//! SmolLM2-135M fixture: two runs reproduce every quality quantity exactly; a changed input
+//! hash aborts before any step; SIGTERM mid-step leaves a failed receipt naming the step;
+//! analyze flags a missing quantity and a 3% change, and refuses runs of different protocols.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn qg() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_quantgate"))
+}
+
+fn json(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+        .unwrap()
+}
+
+/// The CI protocol rewritten with absolute input paths (so the copy can live in a temp dir),
+/// with `edit` applied to its text.
+fn protocol_copy(dir: &Path, edit: impl Fn(String) -> String) -> PathBuf {
+    let base = root().join("protocols").canonicalize().unwrap();
+    let text = std::fs::read_to_string(base.join("ci.toml")).unwrap();
+    let text = text
+        .replace("path = \"../", &format!("path = \"{}/../", base.display()))
+        .replace(
+            "hf_dir = \"../",
+            &format!("hf_dir = \"{}/../", base.display()),
+        );
+    let p = dir.join("protocol.toml");
+    std::fs::write(&p, edit(text)).unwrap();
+    p
+}
+
+fn analyze(r1: &Path, r2: &Path, out: &Path) -> (Option<i32>, String, Value) {
+    let o = qg()
+        .arg("analyze")
+        .arg(r1)
+        .arg(r2)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let an = if out.join("analysis.json").exists() {
+        json(&out.join("analysis.json"))
+    } else {
+        Value::Null
+    };
+    (o.status.code(), text, an)
+}
+
+fn row<'a>(an: &'a Value, q: &str) -> &'a Value {
+    an["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["quantity"] == q)
+        .unwrap_or_else(|| panic!("no row {q}"))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for f in ["run_status.json", "results.json"] {
+        std::fs::copy(from.join(f), to.join(f)).unwrap();
+    }
+}
+
+#[test]
+fn two_ci_runs_reproduce_and_analyze_follows_the_frozen_rule() {
+    let tmp = tempfile::tempdir().unwrap();
+    let protocol = root().join("protocols/ci.toml");
+    let (r1, r2) = (tmp.path().join("r1"), tmp.path().join("r2"));
+    for (r, op) in [(&r1, "first"), (&r2, "second")] {
+        let o = qg()
+            .arg("run")
+            .arg(&protocol)
+            .arg("--run-dir")
+            .arg(r)
+            .args(["--operator", op])
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let st = json(&r.join("run_status.json"));
+        assert_eq!(st["state"], "complete");
+        assert_eq!(st["operator"], op);
+    }
+    // A used run folder is refused.
+    let o = qg()
+        .arg("run")
+        .arg(&protocol)
+        .arg("--run-dir")
+        .arg(&r1)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not empty"));
+
+    let (code, text, an) = analyze(&r1, &r2, &tmp.path().join("an"));
+    let rows = an["rows"].as_array().unwrap();
+    // Every quantity present in both runs.
+    assert!(rows.iter().all(|r| r["verdict"] != "missing"), "{text}");
+    for q in [
+        "ppl[F16]",
+        "ppl[Q4_K_M]",
+        "delta_ppl[Q4_K_M]",
+        "acc_norm[F16]",
+        "acc_norm[Q4_K_M]",
+        "delta_acc_norm[Q4_K_M]",
+        "mean_kld[Q4_K_M]",
+        "same_top_p[Q4_K_M]",
+        "file_bytes[F16]",
+        "file_bytes[Q4_K_M]",
+        "verify_go[F16]",
+        "logits_min_cosine[F16]",
+    ] {
+        let r = row(&an, q);
+        assert_eq!(r["deviation"], 0.0, "{q}: {r}");
+        assert_eq!(r["verdict"], "pass", "{q}");
+    }
+    // The runs are deterministic down to the files.
+    assert_eq!(
+        an["identical_files"],
+        serde_json::json!(["SmolLM2-135M-Instruct/F16", "SmolLM2-135M-Instruct/Q4_K_M"])
+    );
+    // Quality values as measured on this fixture (F16 vs Q4_K_M, 4 chunks of 512).
+    let ppl = row(&an, "ppl[F16]")["run1"].as_f64().unwrap();
+    let kld = row(&an, "mean_kld[Q4_K_M]")["run1"].as_f64().unwrap();
+    assert!(ppl > 15.0 && ppl < 35.0, "{ppl}");
+    assert!(kld > 0.02 && kld < 0.2, "{kld}");
+    assert_eq!(row(&an, "verify_go[F16]")["run1"], 1.0);
+    // Throughput: absolute t/s reported with spread, the Q/F16 ratio judged.
+    let ts = row(&an, "pp512_ts[F16]");
+    assert_eq!(ts["verdict"], "reported");
+    assert!(ts["spread1"].as_f64().unwrap() >= 0.0);
+    assert_eq!(row(&an, "tg128_ratio[Q4_K_M/F16]")["kind"], "ratio");
+    assert!(row(&an, "tg128_ratio[Q4_K_M/F16]")["tolerance"] == 0.02);
+    // The decision follows the rule from the rows.
+    let failed: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["verdict"] == "fail" || r["verdict"] == "missing")
+        .collect();
+    let expected = if failed.is_empty() {
+        "capability proven"
+    } else if failed.iter().any(|r| r["class"] == "quality") {
+        "capability gap"
+    } else {
+        "partial pass"
+    };
+    assert_eq!(an["decision"], expected, "{text}");
+    assert_eq!(code, Some(if failed.is_empty() { 0 } else { 1 }));
+    assert!(text.trim_end().ends_with(expected), "{text}");
+    let md = std::fs::read_to_string(tmp.path().join("an/analysis.md")).unwrap();
+    assert!(md.contains(&format!("**Decision: {expected}**")));
+    assert!(md.contains("| ppl[F16] | PPL |"));
+
+    // One quantity deleted from r2 → it fails as missing (a quality one → capability gap).
+    let r2m = tmp.path().join("r2-missing");
+    copy_dir(&r2, &r2m);
+    let mut res = json(&r2m.join("results.json"));
+    res["models"]["SmolLM2-135M-Instruct"]
+        .as_object_mut()
+        .unwrap()
+        .remove("acc_norm[Q4_K_M]");
+    std::fs::write(r2m.join("results.json"), res.to_string()).unwrap();
+    let (code, _, an) = analyze(&r1, &r2m, &tmp.path().join("an-m"));
+    assert_eq!(code, Some(1));
+    assert_eq!(row(&an, "acc_norm[Q4_K_M]")["verdict"], "missing");
+    assert_eq!(row(&an, "acc_norm[Q4_K_M]")["run2"], Value::Null);
+    assert_eq!(an["decision"], "capability gap");
+
+    // One value changed by 3% → that quantity fails, every other keeps its verdict.
+    let r2c = tmp.path().join("r2-changed");
+    copy_dir(&r2, &r2c);
+    let mut res = json(&r2c.join("results.json"));
+    let v = &mut res["models"]["SmolLM2-135M-Instruct"]["ppl[F16]"]["value"];
+    *v = Value::from(v.as_f64().unwrap() * 1.03);
+    std::fs::write(r2c.join("results.json"), res.to_string()).unwrap();
+    let (_, _, an_c) = analyze(&r1, &r2c, &tmp.path().join("an-c"));
+    let r = row(&an_c, "ppl[F16]");
+    assert_eq!(r["verdict"], "fail");
+    assert!(
+        (r["deviation"].as_f64().unwrap() - 0.03).abs() < 1e-9,
+        "{r}"
+    );
+    assert_eq!(an_c["decision"], "capability gap");
+    for b in rows {
+        let q = b["quantity"].as_str().unwrap();
+        if q != "ppl[F16]" {
+            assert_eq!(row(&an_c, q)["verdict"], b["verdict"], "{q}");
+        }
+    }
+
+    // Runs of different protocols are never compared.
+    let r2p = tmp.path().join("r2-other");
+    copy_dir(&r2, &r2p);
+    let mut res = json(&r2p.join("results.json"));
+    res["protocol_sha256"] = Value::from("0".repeat(64));
+    std::fs::write(r2p.join("results.json"), res.to_string()).unwrap();
+    let (code, text, _) = analyze(&r1, &r2p, &tmp.path().join("an-p"));
+    assert_eq!(code, Some(2));
+    assert!(text.contains("runs of different protocols"), "{text}");
+}
+
+#[test]
+fn altered_input_hash_aborts_before_any_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = protocol_copy(tmp.path(), |t| {
+        t.replace(
+            "173c87a53759e0201f33e0ccf978e510c2042d7f2cb78229d9a50d79b9e7dd08",
+            "173c87a53759e0201f33e0ccf978e510c2042d7f2cb78229d9a50d79b9e7dd09",
+        )
+    });
+    let run = tmp.path().join("run");
+    let o = qg()
+        .arg("run")
+        .arg(&p)
+        .arg("--run-dir")
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let st = json(&run.join("run_status.json"));
+    assert_eq!(st["state"], "failed");
+    assert_eq!(st["step"], "inputs");
+    let reason = st["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("wiki") && reason.contains("dd09"),
+        "{reason}"
+    );
+    // Nothing computed: no step ran, no model or log folder exists.
+    assert_eq!(
+        json(&run.join("results.json"))["steps"],
+        serde_json::json!([])
+    );
+    assert!(!run.join("models").exists() && !run.join("logs").exists());
+}
+
+#[test]
+fn sigterm_mid_step_leaves_a_failed_receipt_naming_the_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = protocol_copy(tmp.path(), |t| t);
+    let run = tmp.path().join("run");
+    let mut child = qg()
+        .arg("run")
+        .arg(&p)
+        .arg("--run-dir")
+        .arg(&run)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for the third step (verify, the longest) to start.
+    let t0 = std::time::Instant::now();
+    while !run
+        .join("logs/03-verify-SmolLM2-135M-Instruct-F16.err")
+        .exists()
+    {
+        assert!(t0.elapsed().as_secs() < 300, "step 3 never started");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    let st = json(&run.join("run_status.json"));
+    assert_eq!(st["state"], "failed");
+    assert_eq!(st["step"], "03-verify-SmolLM2-135M-Instruct-F16");
+    assert!(st["reason"].as_str().unwrap().contains("SIGTERM"), "{st}");
+    assert!(st["finished"].is_string());
+    let res = json(&run.join("results.json"));
+    assert_eq!(res["state"], "failed");
+    assert_eq!(res["steps"].as_array().unwrap().len(), 3);
+    // The failed run is refused by analyze.
+    let (code, text, _) = analyze(&run, &run, &tmp.path().join("an"));
+    assert_eq!(code, Some(2));
+    assert!(text.contains("only complete runs are compared"), "{text}");
+}
