@@ -241,6 +241,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
         } => {
             let r = quantgate::quantize::quantize(&input, &output, &ftype, threads)?;
+            let g = &r.gate1;
             if json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
@@ -256,8 +257,26 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 for f in &r.fallbacks {
                     println!("fallback: {f}");
                 }
+                for t in g.tensors.iter().filter(|t| !t.identical) {
+                    println!(
+                        "gate 1: {} ({} from {}) differs from our re-quantization at block {:?}",
+                        t.name, t.ggml_type, t.source_type, t.first_diff_block
+                    );
+                }
+                println!(
+                    "gate 1 (re-quantization, ggml reference algorithm, no imatrix): {}/{} tensors byte-identical ({} re-quantized, {} copied) → {}",
+                    g.identical,
+                    g.tensors.len(),
+                    g.requantized,
+                    g.copied,
+                    if g.pass { "pass" } else { "FAIL" }
+                );
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(if g.pass {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Command::Eval(cmd) => cli::eval::run(cmd),
         Command::Protocol(cmd) => cli::protocol::check(cmd),

@@ -46,6 +46,9 @@ pub struct QuantizeReport {
     pub fallbacks: Vec<String>,
     pub file_bytes: u64,
     pub seconds: f64,
+    /// Gate 1: every tensor re-made by our reference quantizers from the input, compared byte
+    /// for byte with what llama.cpp wrote.
+    pub gate1: crate::verify::requant::RequantReport,
 }
 
 /// Quantizes `input` → `output` as `ftype` (e.g. `Q4_K_M`) with `threads`.
@@ -88,6 +91,7 @@ pub fn quantize(input: &Path, output: &Path, ftype: &str, threads: i32) -> Resul
     if tensors.is_empty() {
         bail!("{}: no tensors written", output.display());
     }
+    let gate1 = crate::verify::requant::check(input, output)?;
     Ok(QuantizeReport {
         input: input.display().to_string(),
         output: output.display().to_string(),
@@ -96,5 +100,6 @@ pub fn quantize(input: &Path, output: &Path, ftype: &str, threads: i32) -> Resul
         fallbacks,
         file_bytes: g.bytes().len() as u64,
         seconds,
+        gate1,
     })
 }

@@ -174,4 +174,9 @@ fn ppl_json_record_carries_settings_and_costs() {
         "{stdout}"
     );
     assert!(v["runtime"].as_str().unwrap().contains("=0.1.161"));
+    // And the same record as Markdown next to it.
+    let md = std::fs::read_to_string(json.with_extension("md")).unwrap();
+    assert!(md.starts_with("# quantgate eval ppl"), "{md}");
+    assert!(md.contains(&format!("| ppl | {ppl} |")), "{md}");
+    assert!(md.contains("| type_kv | F16 |"), "{md}");
 }

@@ -134,6 +134,31 @@ fn quantize_q4_k_m_and_q8_0_load_in_llama_cpp_and_report_fallbacks() {
         let r = quantgate::quantize::quantize(&f16, &out, ty, 2).unwrap();
         assert_eq!(r.tensors.len(), 272);
         assert!(r.tensors.iter().any(|t| t.ggml_type == base), "{ty}");
+        // Gate 1: every quantized tensor re-made by our reference quantizers, byte-identical.
+        let g = &r.gate1;
+        let bad: Vec<_> = g.tensors.iter().filter(|t| !t.identical).collect();
+        assert!(bad.is_empty(), "{ty}: {bad:?}");
+        assert!(g.pass);
+        // Norms stay F32 (copied); the 2-D weights are re-quantized (SmolLM2: 30 layers × 7 +
+        // token_embd; output is tied).
+        assert_eq!((g.requantized, g.copied), (211, 61), "{ty}");
+        // And the check can fail: one flipped byte of a quantized tensor is found.
+        if ty == "Q8_0" {
+            let mut bytes = std::fs::read(&out).unwrap();
+            let q = gguf::Gguf::open(&out).unwrap();
+            let t = q.header.tensor("blk.3.ffn_down.weight").unwrap().clone();
+            let off = (q.header.data_offset + t.offset) as usize + 34 * 5 + 7;
+            drop(q);
+            bytes[off] ^= 1;
+            let bad_p = dir.path().join("flipped.gguf");
+            std::fs::write(&bad_p, bytes).unwrap();
+            let g = quantgate::verify::requant::check(&f16, &bad_p).unwrap();
+            assert!(!g.pass);
+            let d: Vec<_> = g.tensors.iter().filter(|t| !t.identical).collect();
+            assert_eq!(d.len(), 1);
+            assert_eq!(d[0].name, "blk.3.ffn_down.weight");
+            assert_eq!(d[0].first_diff_block, Some(5));
+        }
         if ty == "Q4_K_M" {
             // SmolLM2's hidden size 576 is not a multiple of 256: those rows fall back.
             assert!(

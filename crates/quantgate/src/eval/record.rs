@@ -63,7 +63,46 @@ pub fn file_sizes(paths: &[&Path]) -> Vec<u64> {
         .collect()
 }
 
-/// Writes `record` as pretty JSON to `path` atomically (temp file + rename).
+/// Writes `record` as pretty JSON to `path` and as Markdown next to it (`path` with the
+/// extension `md`), each atomically (temp file + rename).
 pub fn write<T: Serialize>(path: &Path, record: &EvalRecord<T>) -> Result<()> {
-    crate::verify::report::write_atomic(path, serde_json::to_string_pretty(record)?.as_bytes())
+    let v = serde_json::to_value(record)?;
+    crate::verify::report::write_atomic(path, serde_json::to_string_pretty(&v)?.as_bytes())?;
+    crate::verify::report::write_atomic(&path.with_extension("md"), markdown(&v).as_bytes())
+}
+
+fn cell(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(a) if a.len() > 8 => format!("[{} values]", a.len()),
+        other => other.to_string(),
+    }
+}
+
+/// The record as Markdown: what was measured, then settings, costs and the result's scalar
+/// fields as `| field | value |` tables (long arrays summarised; nested rows as JSON).
+pub fn markdown(v: &serde_json::Value) -> String {
+    let mut s = format!(
+        "# quantgate eval {}\n\nmodels: {} · runtime: {}\n\n| setting | value |\n|---|---|\n",
+        cell(&v["kind"]),
+        cell(&v["models"]),
+        cell(&v["runtime"])
+    );
+    if let Some(m) = v["settings"].as_object() {
+        for (k, x) in m {
+            s += &format!("| {k} | {} |\n", cell(x));
+        }
+    }
+    for k in ["file_bytes", "load_ms", "wall_s", "peak_rss_kib"] {
+        s += &format!("| {k} | {} |\n", cell(&v[k]));
+    }
+    s += "\n| result | value |\n|---|---|\n";
+    if let Some(m) = v["result"].as_object() {
+        for (k, x) in m {
+            if k != "params" {
+                s += &format!("| {k} | {} |\n", cell(x));
+            }
+        }
+    }
+    s
 }

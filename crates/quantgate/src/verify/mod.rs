@@ -13,6 +13,7 @@ pub mod gate1;
 pub mod gate3;
 pub mod logits;
 pub mod report;
+pub mod requant;
 pub mod tokenizer;
 pub mod vectors;
 
