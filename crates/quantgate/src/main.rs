@@ -55,6 +55,11 @@ enum Command {
         /// Print the conversion report as JSON.
         #[arg(long)]
         json: bool,
+        /// Already-quantized (MLX) tensors no ggml block type holds exactly: `f32` (exact,
+        /// larger), `f16` (max error reported) or `requant:TYPE` (error stats reported).
+        /// Without it such tensors are a blocker.
+        #[arg(long)]
+        fallback: Option<String>,
     },
     /// Verify a GGUF against its HF source: three gates, then `GO` or `NO-GO` as the last line
     /// (exit 0 / 1; 2 for usage or input errors).
@@ -386,11 +391,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             outtype,
             vocab_only,
             json,
+            fallback,
         } => {
+            let fallback = fallback
+                .map(|f| quantgate::convert::mlx::Fallback::parse(&f))
+                .transpose()
+                .map_err(|e| Usage(e.to_string()))?;
             let opts = quantgate::convert::ConvertOptions {
                 outtype: quantgate::convert::OutType::parse(&outtype)
                     .map_err(|e| Usage(e.to_string()))?,
                 vocab_only,
+                fallback,
             };
             let r = quantgate::convert::convert(&hf_dir, &output, &opts)?;
             if json {
@@ -406,6 +417,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     r.seconds
                 );
                 println!("tokenizer: {}", r.tokenizer);
+                for s in &r.rules {
+                    println!(
+                        "rule: {} — {} tensors, {} weights, {} bytes, {:.3} bits/weight",
+                        s.rule, s.tensors, s.elements, s.bytes, s.bits_per_weight
+                    );
+                }
+                for e in &r.fallback_errors {
+                    println!(
+                        "fallback error: {} as {}: max |Δ| {:.3e}, RMS {:.3e}",
+                        e.tensor, e.stored_as, e.max_abs, e.rms
+                    );
+                }
                 for n in &r.notes {
                     println!("note: {n}");
                 }
@@ -680,6 +703,7 @@ fn cmd_demo(out: &std::path::Path) -> anyhow::Result<ExitCode> {
             &quantgate::convert::ConvertOptions {
                 outtype: t,
                 vocab_only: false,
+                fallback: None,
             },
         )?;
         pb.inc(1);

@@ -23,6 +23,7 @@ fn smollm2_fixture_to_f16_verifies_go_with_logits() {
         &ConvertOptions {
             outtype: OutType::F16,
             vocab_only: false,
+            fallback: None,
         },
     )
     .unwrap();
@@ -126,6 +127,7 @@ fn quantize_q4_k_m_and_q8_0_load_in_llama_cpp_and_report_fallbacks() {
         &ConvertOptions {
             outtype: OutType::F16,
             vocab_only: false,
+            fallback: None,
         },
     )
     .unwrap();
@@ -210,6 +212,7 @@ fn kld_of_f16_against_itself_is_zero_and_q4_k_m_is_not() {
         &ConvertOptions {
             outtype: OutType::F16,
             vocab_only: false,
+            fallback: None,
         },
     )
     .unwrap();

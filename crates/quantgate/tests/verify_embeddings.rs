@@ -39,6 +39,7 @@ fn convert_to(
         &ConvertOptions {
             outtype,
             vocab_only,
+            fallback: None,
         },
     )
     .unwrap()

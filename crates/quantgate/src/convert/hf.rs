@@ -17,6 +17,8 @@ pub enum SourceDtype {
     F32,
     F16,
     BF16,
+    /// Packed codes of already-quantized checkpoints (MLX affine).
+    U32,
     /// Any other dtype (e.g. the I64 `position_ids` buffer): listed, never converted.
     Other,
 }
@@ -152,6 +154,7 @@ impl HfDir {
                     Some("F32") => (SourceDtype::F32, 4),
                     Some("F16") => (SourceDtype::F16, 2),
                     Some("BF16") => (SourceDtype::BF16, 2),
+                    Some("U32") => (SourceDtype::U32, 4),
                     Some(_) => (SourceDtype::Other, 0),
                     None => return Err(bad("field dtype missing")),
                 };
@@ -238,8 +241,8 @@ impl HfDir {
                 .chunks_exact(2)
                 .map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16))
                 .collect(),
-            // plan() refuses to map such tensors.
-            SourceDtype::Other => Vec::new(),
+            // plan() refuses to map such tensors; U32 codes are read by convert::mlx.
+            SourceDtype::U32 | SourceDtype::Other => Vec::new(),
         })
     }
 

@@ -4,6 +4,7 @@
 
 pub mod arch;
 pub mod hf;
+pub mod mlx;
 pub mod tokenizer;
 pub mod vocab;
 
@@ -89,6 +90,8 @@ pub struct ConvertOptions {
     pub outtype: OutType,
     /// Write only the tokenizer and hyperparameters (no tensors).
     pub vocab_only: bool,
+    /// For already-quantized (MLX) tensors no block type holds exactly: `None` = blocker.
+    pub fallback: Option<mlx::Fallback>,
 }
 
 /// What a conversion did.
@@ -106,10 +109,57 @@ pub struct ConvertReport {
     pub tokenizer: serde_json::Value,
     /// Reported disagreements and lossy-but-allowed events (e.g. f16 underflow to zero).
     pub notes: Vec<String>,
+    /// Error stats of every lossy fallback (MLX tensors stored as F16 or re-quantized).
+    pub fallback_errors: Vec<mlx::FallbackError>,
+    /// Per storage rule: tensors, elements, bytes and bits per weight.
+    pub rules: Vec<RuleSummary>,
     /// Output size in bytes.
     pub file_bytes: u64,
     /// Wall time in seconds.
     pub seconds: f64,
+}
+
+/// Tensors stored under one rule (e.g. `4-bit group 64 → Q4_1 (…; exact)`).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RuleSummary {
+    pub rule: String,
+    pub ggml_type: String,
+    pub tensors: usize,
+    pub elements: u64,
+    pub bytes: u64,
+    /// 8 · bytes / elements.
+    pub bits_per_weight: f64,
+}
+
+/// Groups planned tensors by (rule, type); an empty rule reads as the plain output type.
+pub fn rule_summary(planned: &[PlannedTensor]) -> Vec<RuleSummary> {
+    let mut m: std::collections::BTreeMap<(String, String), (usize, u64, u64)> = Default::default();
+    for p in planned {
+        let ty = GgmlType::from_name(&p.ggml_type).unwrap_or(GgmlType::F32);
+        let n: u64 = p.ne.iter().product();
+        let bytes = n / ty.block_size() * ty.type_size();
+        let rule = if p.rule.is_empty() {
+            format!("→ {}", p.ggml_type)
+        } else {
+            p.rule.clone()
+        };
+        let e = m.entry((rule, p.ggml_type.clone())).or_default();
+        e.0 += 1;
+        e.1 += n;
+        e.2 += bytes;
+    }
+    m.into_iter()
+        .map(
+            |((rule, ggml_type), (tensors, elements, bytes))| RuleSummary {
+                rule,
+                ggml_type,
+                tensors,
+                elements,
+                bytes,
+                bits_per_weight: 8.0 * bytes as f64 / elements.max(1) as f64,
+            },
+        )
+        .collect()
 }
 
 /// Reads config.json's `model_type`.
@@ -123,10 +173,43 @@ pub fn arch_of(hf: &HfDir) -> Result<Arch> {
 /// Plans the tensors of `hf` for `outtype`: names, types, shapes, in checkpoint order.
 ///
 /// Errors: a source tensor the arch table does not know, or two mapping to one GGUF name.
-pub fn plan(hf: &HfDir, arch: Arch, outtype: OutType) -> Result<Vec<(usize, PlannedTensor)>> {
+pub fn plan(
+    hf: &HfDir,
+    arch: Arch,
+    outtype: OutType,
+    mlx_plan: Option<&mlx::MlxPlan>,
+) -> Result<Vec<(usize, PlannedTensor)>> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for (i, t) in hf.tensors.iter().enumerate() {
+        if mlx_plan.is_some_and(|p| p.skip.contains(&i)) {
+            continue;
+        }
+        if let Some((at, ty, rule)) = mlx_plan.and_then(|p| p.by_weight.get(&i)) {
+            let m = arch::map_tensor(arch, &t.name)?.ok_or_else(|| {
+                anyhow!(
+                    "{}: quantized tensor {} has no GGUF name",
+                    hf.dir.display(),
+                    t.name
+                )
+            })?;
+            if !seen.insert(m.gguf.clone()) {
+                bail!("two source tensors map to {}", m.gguf);
+            }
+            let permute_heads = permute_heads(hf, arch, &m.gguf);
+            out.push((
+                i,
+                PlannedTensor {
+                    hf_name: t.name.clone(),
+                    gguf_name: m.gguf,
+                    ggml_type: ty.to_string(),
+                    ne: vec![at.inn as u64, at.out as u64],
+                    rule: rule.clone(),
+                    permute_heads,
+                },
+            ));
+            continue;
+        }
         let Some(m) =
             arch::map_tensor(arch, &t.name).with_context(|| hf.file_of(t).display().to_string())?
         else {
@@ -200,10 +283,10 @@ pub fn permute_heads(hf: &HfDir, arch: Arch, gguf_name: &str) -> Option<usize> {
 
 /// Reorders the rows of `x` (`rows × cols`, row-major) from HF's rotate-half layout to
 /// llama.cpp's adjacent pairs, per head: `new_row[2i + j] = old_row[j·(hd/2) + i]`.
-pub fn permute_qk(x: &[f32], rows: usize, heads: usize) -> Vec<f32> {
+pub fn permute_qk<T: Copy + Default>(x: &[T], rows: usize, heads: usize) -> Vec<T> {
     let cols = x.len() / rows;
     let hd = rows / heads;
-    let mut out = vec![0f32; x.len()];
+    let mut out = vec![T::default(); x.len()];
     for h in 0..heads {
         for i in 0..hd / 2 {
             for j in 0..2 {
@@ -224,7 +307,13 @@ pub fn resolve_outtype(hf: &HfDir, outtype: OutType) -> OutType {
     match hf
         .tensors
         .iter()
-        .find(|t| t.shape.len() >= 2)
+        .find(|t| {
+            t.shape.len() >= 2
+                && matches!(
+                    t.dtype,
+                    hf::SourceDtype::F32 | hf::SourceDtype::F16 | hf::SourceDtype::BF16
+                )
+        })
         .map(|t| t.dtype)
     {
         Some(hf::SourceDtype::BF16) => OutType::BF16,
@@ -240,6 +329,12 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
     let t0 = Instant::now();
     let hf = HfDir::open(dir, !opts.vocab_only)?;
     let arch = arch_of(&hf)?;
+    let mlx_plan = match mlx::QuantConfig::from_config(&hf.config)
+        .with_context(|| hf.dir.join("config.json").display().to_string())?
+    {
+        Some(qc) if !opts.vocab_only => Some(mlx::plan(&hf, &qc, opts.fallback)?),
+        _ => None,
+    };
     let outtype = if opts.vocab_only {
         opts.outtype
     } else {
@@ -260,14 +355,33 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
     notes.extend(tok.notes.iter().cloned());
 
     let mut w = GgufWriter::new();
+    // A file from an MLX checkpoint is typed by its quantized tensors (MOSTLY_Q4_1 …).
+    let mlx_file_type = mlx_plan.as_ref().and_then(|p| {
+        let types: Vec<GgmlType> = p.by_weight.values().map(|(_, t, _)| *t).collect();
+        mlx::file_type(&types)
+    });
     for (k, v) in metadata(&hf, arch, outtype, pooling, &vocab) {
-        w.add_kv(k, v);
+        match (k.as_str(), mlx_file_type) {
+            ("general.file_type", Some(ft)) => w.add_kv(k, Value::U32(ft)),
+            _ => w.add_kv(k, v),
+        }
     }
     let planned = if opts.vocab_only {
         Vec::new()
     } else {
-        plan(&hf, arch, outtype)?
+        plan(&hf, arch, outtype, mlx_plan.as_ref())?
     };
+    // MLX modules, by source index: how each is decoded.
+    let affine: std::collections::HashMap<usize, mlx::AffineTensor> = mlx_plan
+        .as_ref()
+        .map(|p| {
+            p.by_weight
+                .iter()
+                .map(|(i, (a, _, _))| (*i, a.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let fallback_errors: Rc<RefCell<Vec<mlx::FallbackError>>> = Rc::default();
     let underflow: Rc<RefCell<Vec<(String, usize)>>> = Rc::default();
     for (i, p) in &planned {
         let src = &hf.tensors[*i];
@@ -277,6 +391,30 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         let uf = underflow.clone();
         let permute = p.permute_heads;
         let rows = p.ne.get(1).copied().unwrap_or(p.ne[0]) as usize;
+        if let Some(at) = affine.get(i).cloned() {
+            let fe = fallback_errors.clone();
+            w.add_tensor(TensorEntry {
+                name: p.gguf_name.clone(),
+                ggml_type: ty,
+                dims: p.ne.clone(),
+                data: TensorData::Deferred(Box::new(move |out| {
+                    let d = mlx::decode(hf_ref, &at, permute)?;
+                    let g = at.affine.group;
+                    let buf = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
+                        mlx::encode_exact(ty, &d.codes, &d.scales, &d.biases, at.inn, g)
+                    } else {
+                        let x = mlx::named_formula(&d.codes, &d.scales, &d.biases, at.inn, g);
+                        let (buf, err) = mlx::encode_fallback(ty, &x, &name)?;
+                        if ty != GgmlType::F32 {
+                            fe.borrow_mut().push(err);
+                        }
+                        buf
+                    };
+                    out.write_all(&buf)
+                })),
+            });
+            continue;
+        }
         w.add_tensor(TensorEntry {
             name: p.gguf_name.clone(),
             ggml_type: ty,
@@ -311,6 +449,8 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
             })),
         });
     }
+    let planned_out: Vec<PlannedTensor> = planned.iter().map(|(_, p)| p.clone()).collect();
+    let rules = rule_summary(&planned_out);
     let summary = w
         .write_to_path(out)
         .map_err(|e| anyhow!("{}: {e}", out.display()))?;
@@ -319,11 +459,12 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
             "{name}: {n} non-zero values are below the f16 range and became zero"
         ));
     }
+    let errors = fallback_errors.borrow().clone();
     Ok(ConvertReport {
         output: out.display().to_string(),
         arch: arch.gguf_name().into(),
         outtype,
-        tensors: planned.into_iter().map(|(_, p)| p).collect(),
+        tensors: planned_out,
         tokenizer: serde_json::json!({
             "model": vocab.model,
             "pre": vocab.pre,
@@ -333,6 +474,8 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
             "n_tokens": vocab.tokens.len(),
         }),
         notes,
+        fallback_errors: errors,
+        rules,
         file_bytes: summary.file_bytes,
         seconds: t0.elapsed().as_secs_f64(),
     })

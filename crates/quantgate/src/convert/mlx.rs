@@ -1,0 +1,621 @@
+//! Already-quantized MLX checkpoints (affine: value = scale·q + bias per group of `group`
+//! consecutive inputs, q packed `bits` wide into U32 words; layout observed in
+//! `docs/mlx-layout.md`). The config's `quantization` table is the only source of bits and
+//! group size; shapes must agree with it or the tensor is a blocker. Each quantized module is
+//! written losslessly when a ggml block type holds the values exactly:
+//! 4-bit → Q4_1 (d = scale, m = bias; ggml-common.h `block_q4_1`), 5-bit → Q5_1
+//! (`block_q5_1`), group a multiple of 32, every scale and bias exact in f16. Otherwise the
+//! tensor is a blocker unless the user picked a fallback (f32 exact, f16, or `requant:TYPE`).
+
+use std::collections::HashMap;
+
+use anyhow::{anyhow, bail, Result};
+use gguf::GgmlType;
+use serde::Serialize;
+
+use super::hf::{HfDir, SourceDtype};
+
+/// Bits and group size of one quantized module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Affine {
+    pub bits: u32,
+    pub group: usize,
+}
+
+/// config.json `quantization` (or `quantization_config`): defaults plus per-module entries
+/// (`false` = left unquantized).
+#[derive(Clone, Debug, Default)]
+pub struct QuantConfig {
+    pub default: Option<Affine>,
+    pub modules: HashMap<String, Option<Affine>>,
+}
+
+impl QuantConfig {
+    /// Reads the table; `None` when the config has none (not an MLX-quantized checkpoint).
+    ///
+    /// Errors: a mode other than `affine`, or bits/group_size missing or not positive integers.
+    pub fn from_config(config: &serde_json::Value) -> Result<Option<QuantConfig>> {
+        let q = match (
+            config.get("quantization"),
+            config.get("quantization_config"),
+        ) {
+            (Some(q), _) | (None, Some(q)) if q.is_object() => q,
+            _ => return Ok(None),
+        };
+        let parse = |v: &serde_json::Value,
+                     key: &str,
+                     default_group: Option<usize>|
+         -> Result<Affine> {
+            if let Some(m) = v.get("mode").and_then(|m| m.as_str()) {
+                if m != "affine" {
+                    bail!("config.json quantization{key}: mode {m:?} (only affine is supported)");
+                }
+            }
+            let bits = v["bits"]
+                .as_u64()
+                .filter(|b| (1..=8).contains(b))
+                .ok_or_else(|| {
+                    anyhow!("config.json quantization{key}: bits missing or not in 1..=8")
+                })?;
+            let group = match v["group_size"].as_u64() {
+                Some(g) if g > 0 => g as usize,
+                None if v["group_size"].is_null() && default_group.is_some() => {
+                    default_group.unwrap_or(0)
+                }
+                _ => bail!("config.json quantization{key}: group_size missing or not positive"),
+            };
+            Ok(Affine {
+                bits: bits as u32,
+                group,
+            })
+        };
+        let default = if q.get("bits").is_some() {
+            Some(parse(q, "", None)?)
+        } else {
+            None
+        };
+        let mut modules = HashMap::new();
+        for (k, v) in q.as_object().into_iter().flatten() {
+            if v.is_object() {
+                modules.insert(
+                    k.clone(),
+                    Some(parse(v, &format!(".{k}"), default.map(|d| d.group))?),
+                );
+            } else if v == &serde_json::Value::Bool(false) {
+                modules.insert(k.clone(), None);
+            }
+        }
+        Ok(Some(QuantConfig { default, modules }))
+    }
+
+    /// The bits/group the metadata gives module `m` (`None` = unquantized).
+    pub fn of(&self, m: &str) -> Option<Affine> {
+        match self.modules.get(m) {
+            Some(x) => *x,
+            None => self.default,
+        }
+    }
+}
+
+/// A user's choice for tensors no block type holds exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fallback {
+    /// The named-formula values as F32 (exact, larger).
+    F32,
+    /// The values rounded to F16 (max error reported).
+    F16,
+    /// Re-quantized with ggml's reference quantizer for this type (error stats reported).
+    Requant(GgmlType),
+}
+
+impl Fallback {
+    /// Parses `f32`, `f16` or `requant:TYPE` (TYPE one of the reference quantizers' types).
+    pub fn parse(s: &str) -> Result<Fallback> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" => Ok(Fallback::F32),
+            "f16" => Ok(Fallback::F16),
+            other => {
+                let t = other
+                    .strip_prefix("requant:")
+                    .and_then(|t| GgmlType::from_name(&t.to_ascii_uppercase()))
+                    .filter(|t| gguf::quant_ref::SUPPORTED.contains(t))
+                    .ok_or_else(|| {
+                        anyhow!("--fallback {s:?}: expected f32, f16 or requant:TYPE (Q4_0 … Q6_K, Q8_0)")
+                    })?;
+                Ok(Fallback::Requant(t))
+            }
+        }
+    }
+}
+
+/// One quantized module of the checkpoint with its three source tensors.
+#[derive(Clone, Debug)]
+pub struct AffineTensor {
+    /// Module path, e.g. `model.layers.0.self_attn.q_proj`.
+    pub module: String,
+    /// Indices into `HfDir::tensors` of `.weight` (U32 codes), `.scales`, `.biases`.
+    pub weight: usize,
+    pub scales: usize,
+    pub biases: usize,
+    pub affine: Affine,
+    /// Rows (output features) and inputs per row.
+    pub out: usize,
+    pub inn: usize,
+}
+
+/// The input features config.json implies for `module` (llama/qwen2/qwen3 layouts).
+fn expected_inputs(hf: &HfDir, module: &str) -> Option<usize> {
+    let hidden = hf.config_u64("hidden_size")? as usize;
+    let local = module.rsplit('.').next()?;
+    Some(match local {
+        "q_proj" | "k_proj" | "v_proj" | "gate_proj" | "up_proj" | "embed_tokens" | "lm_head" => {
+            hidden
+        }
+        "down_proj" => hf.config_u64("intermediate_size")? as usize,
+        "o_proj" => {
+            let heads = hf.config_u64("num_attention_heads")? as usize;
+            let hd = hf
+                .config_u64("head_dim")
+                .map(|h| h as usize)
+                .unwrap_or(hidden / heads);
+            heads * hd
+        }
+        _ => return None,
+    })
+}
+
+/// Finds every quantized module, checking shapes against the metadata. Returns the modules
+/// and, separately, one blocker per inconsistent tensor (named, with the numbers).
+pub fn find(hf: &HfDir, qc: &QuantConfig) -> (Vec<AffineTensor>, Vec<(String, String)>) {
+    let idx: HashMap<&str, usize> = hf
+        .tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.as_str(), i))
+        .collect();
+    let mut out = Vec::new();
+    let mut blockers = Vec::new();
+    for (wi, t) in hf.tensors.iter().enumerate() {
+        let Some(module) = t.name.strip_suffix(".weight") else {
+            continue;
+        };
+        let scales = idx.get(format!("{module}.scales").as_str()).copied();
+        let biases = idx.get(format!("{module}.biases").as_str()).copied();
+        let packed = t.dtype == SourceDtype::U32;
+        if !packed && scales.is_none() && biases.is_none() {
+            continue;
+        }
+        let mut block = |msg: String| blockers.push((format!("{module}.weight"), msg));
+        let Some(affine) = qc.of(module) else {
+            block(format!("stored as packed/quantized ({:?}) but config.json quantization leaves {module} unquantized", t.dtype));
+            continue;
+        };
+        if !packed {
+            block(format!(
+                "config.json quantizes {module} ({} bits) but its weight is {:?}, not U32 codes",
+                affine.bits, t.dtype
+            ));
+            continue;
+        }
+        let (Some(si), Some(bi)) = (scales, biases) else {
+            let missing = if scales.is_none() { "scales" } else { "biases" };
+            blockers.push((
+                format!("{module}.{missing}"),
+                format!("missing: a quantized module needs {module}.scales and {module}.biases"),
+            ));
+            continue;
+        };
+        if t.shape.len() != 2 {
+            block(format!(
+                "codes have shape {:?}, expected 2-D [out, in·bits/32]",
+                t.shape
+            ));
+            continue;
+        }
+        let (rows, words) = (t.shape[0], t.shape[1]);
+        let inn = words * 32 / affine.bits as usize;
+        let Some(expected_in) = expected_inputs(hf, module) else {
+            block(
+                "config.json does not say this module's input size; cannot check its shapes".into(),
+            );
+            continue;
+        };
+        if words * 32 % affine.bits as usize != 0 || inn != expected_in {
+            block(format!(
+                "config.json says {} bits, group {}: {words} U32 words per row hold {} codes, but the module has {expected_in} inputs",
+                affine.bits, affine.group, words as f64 * 32.0 / affine.bits as f64
+            ));
+            continue;
+        }
+        if inn % affine.group != 0 {
+            block(format!(
+                "{inn} inputs are not a multiple of group {}",
+                affine.group
+            ));
+            continue;
+        }
+        let want = vec![rows, inn / affine.group];
+        for (ti, what) in [(si, "scales"), (bi, "biases")] {
+            let s = &hf.tensors[ti];
+            if s.shape != want {
+                blockers.push((
+                    format!("{module}.{what}"),
+                    format!(
+                        "shape {:?}, expected {want:?} ([out, in/group] for {} bits, group {})",
+                        s.shape, affine.bits, affine.group
+                    ),
+                ));
+            } else if !matches!(
+                s.dtype,
+                SourceDtype::F32 | SourceDtype::F16 | SourceDtype::BF16
+            ) {
+                blockers.push((
+                    format!("{module}.{what}"),
+                    format!("dtype {:?}, expected F32/F16/BF16", s.dtype),
+                ));
+            }
+        }
+        if blockers
+            .iter()
+            .any(|(n, _)| n.starts_with(module) && n[module.len()..].starts_with('.'))
+        {
+            continue;
+        }
+        out.push(AffineTensor {
+            module: module.into(),
+            weight: wi,
+            scales: si,
+            biases: bi,
+            affine,
+            out: rows,
+            inn,
+        });
+    }
+    (out, blockers)
+}
+
+/// Codes of `rows × inn` values packed `bits` wide, each row's U32 words read as one
+/// little-endian bit stream (code i at bits i·bits …), per docs/mlx-layout.md.
+pub fn unpack_codes(words: &[u32], rows: usize, inn: usize, bits: u32) -> Vec<u8> {
+    let per_row = words.len() / rows.max(1);
+    let mask = (1u64 << bits) - 1;
+    let mut out = Vec::with_capacity(rows * inn);
+    for r in 0..rows {
+        let w = &words[r * per_row..(r + 1) * per_row];
+        for i in 0..inn {
+            let bit = i * bits as usize;
+            let (k, s) = (bit / 32, bit % 32);
+            let mut v = (w[k] as u64) >> s;
+            if s + bits as usize > 32 {
+                v |= (w[k + 1] as u64) << (32 - s);
+            }
+            out.push((v & mask) as u8);
+        }
+    }
+    out
+}
+
+/// The named formula: value = f32(scale) · f32(q) + f32(bias), an f32 multiply then an f32
+/// add (two roundings, no FMA), for `rows × inn` codes with one scale/bias per group.
+pub fn named_formula(
+    codes: &[u8],
+    scales: &[f32],
+    biases: &[f32],
+    inn: usize,
+    group: usize,
+) -> Vec<f32> {
+    let gpr = inn / group;
+    codes
+        .iter()
+        .enumerate()
+        .map(|(i, &q)| {
+            let g = (i / inn) * gpr + (i % inn) / group;
+            scales[g] * q as f32 + biases[g]
+        })
+        .collect()
+}
+
+/// Whether `v` converts to f16 and back without change (bit pattern kept, |v| ≤ 65504).
+pub fn f16_exact(v: f32) -> bool {
+    let h = gguf::quant::f32_to_f16_bits(v);
+    gguf::dequant::f16_to_f32(h).to_bits() == v.to_bits()
+}
+
+/// The exact block type for `a` (`None`: none holds these values exactly), given whether every
+/// scale and bias is f16-exact; the rule text says why.
+pub fn exact_type(a: Affine, all_f16_exact: bool) -> (Option<GgmlType>, String) {
+    let ty = match a.bits {
+        4 => GgmlType::Q4_1,
+        5 => GgmlType::Q5_1,
+        b => {
+            return (
+                None,
+                format!("{b}-bit affine: no ggml block type holds it exactly"),
+            )
+        }
+    };
+    if a.group % 32 != 0 {
+        return (
+            None,
+            format!(
+                "{}-bit group {}: not a multiple of {ty}'s 32",
+                a.bits, a.group
+            ),
+        );
+    }
+    if !all_f16_exact {
+        return (
+            None,
+            format!("{}-bit: some scale or bias is not exact in f16", a.bits),
+        );
+    }
+    (
+        Some(ty),
+        format!(
+            "{}-bit group {} → {ty} (d = scale, m = bias; exact)",
+            a.bits, a.group
+        ),
+    )
+}
+
+/// Encodes codes (`rows × inn`, one per value) with per-group scale/bias (f16-exact) as Q4_1
+/// blocks (`block_q4_1`: d f16, m f16, qs[16]: value j in the low nibble of qs[j], j+16 in the
+/// high nibble) or Q5_1 blocks (`block_q5_1`: d, m, qh u32 with bit j = 5th bit of value j,
+/// qs[16] as Q4_1).
+pub fn encode_exact(
+    ty: GgmlType,
+    codes: &[u8],
+    scales: &[f32],
+    biases: &[f32],
+    inn: usize,
+    group: usize,
+) -> Vec<u8> {
+    let gpr = inn / group;
+    let n_blocks = codes.len() / 32;
+    let mut out = Vec::with_capacity(n_blocks * ty.type_size() as usize);
+    for b in 0..n_blocks {
+        let i0 = b * 32;
+        let g = (i0 / inn) * gpr + (i0 % inn) / group;
+        out.extend_from_slice(&gguf::quant::f32_to_f16_bits(scales[g]).to_le_bytes());
+        out.extend_from_slice(&gguf::quant::f32_to_f16_bits(biases[g]).to_le_bytes());
+        let q = &codes[i0..i0 + 32];
+        if ty == GgmlType::Q5_1 {
+            let qh = q
+                .iter()
+                .enumerate()
+                .fold(0u32, |h, (j, &c)| h | (((c as u32 >> 4) & 1) << j));
+            out.extend_from_slice(&qh.to_le_bytes());
+        }
+        out.extend((0..16).map(|j| (q[j] & 0x0f) | ((q[j + 16] & 0x0f) << 4)));
+    }
+    out
+}
+
+/// The decoded fields of one affine module, rows already in GGUF order.
+pub struct Decoded {
+    pub codes: Vec<u8>,
+    pub scales: Vec<f32>,
+    pub biases: Vec<f32>,
+}
+
+/// Reads and unpacks `t`'s codes, scales and biases (scales/biases exact as f32), with the
+/// rows permuted for llama's Q/K when `permute` names a head count.
+pub fn decode(hf: &HfDir, t: &AffineTensor, permute: Option<usize>) -> std::io::Result<Decoded> {
+    let raw = hf.bytes(&hf.tensors[t.weight])?;
+    let words: Vec<u32> = raw
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let mut codes = unpack_codes(&words, t.out, t.inn, t.affine.bits);
+    let mut scales = hf.to_f32(&hf.tensors[t.scales])?;
+    let mut biases = hf.to_f32(&hf.tensors[t.biases])?;
+    if let Some(heads) = permute {
+        codes = super::permute_qk(&codes, t.out, heads);
+        scales = super::permute_qk(&scales, t.out, heads);
+        biases = super::permute_qk(&biases, t.out, heads);
+    }
+    Ok(Decoded {
+        codes,
+        scales,
+        biases,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unpack_4_and_6_bit_little_endian_streams() {
+        // 4-bit: code 8j+n = (word_j >> 4n) & 0xF.
+        let w = [0x7654_3210u32, 0xfedc_ba98];
+        assert_eq!(unpack_codes(&w, 1, 16, 4), (0..16).collect::<Vec<u8>>());
+        // 6-bit: 16 codes in 3 words; code 5 straddles bits 30..36.
+        let codes: Vec<u64> = (0..16).map(|i| (i * 4 + 1) % 64).collect();
+        let mut stream = 0u128;
+        for (i, c) in codes.iter().enumerate() {
+            stream |= (*c as u128) << (6 * i);
+        }
+        let w = [stream as u32, (stream >> 32) as u32, (stream >> 64) as u32];
+        let got = unpack_codes(&w, 1, 16, 6);
+        assert_eq!(got.iter().map(|c| *c as u64).collect::<Vec<_>>(), codes);
+    }
+
+    #[test]
+    fn q4_1_and_q5_1_encodings_dequantize_to_the_named_formula() {
+        let codes4: Vec<u8> = (0..64).map(|i| (i * 7 % 16) as u8).collect();
+        let codes5: Vec<u8> = (0..64).map(|i| (i * 11 % 32) as u8).collect();
+        let scales = [0.0123f32, -0.5];
+        let biases = [-0.25f32, 3.0];
+        let (s16, b16): (Vec<f32>, Vec<f32>) = (
+            scales
+                .iter()
+                .map(|v| gguf::dequant::f16_to_f32(gguf::quant::f32_to_f16_bits(*v)))
+                .collect(),
+            biases.to_vec(),
+        );
+        for (ty, codes) in [(GgmlType::Q4_1, &codes4), (GgmlType::Q5_1, &codes5)] {
+            let bytes = encode_exact(ty, codes, &s16, &b16, 64, 32);
+            assert_eq!(bytes.len(), 2 * ty.type_size() as usize);
+            let ours = gguf::dequant::dequantize_to_vec(ty, &bytes, 64).unwrap();
+            let want = named_formula(codes, &s16, &b16, 64, 32);
+            assert_eq!(
+                ours.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{ty}"
+            );
+        }
+    }
+
+    #[test]
+    fn exact_type_rules() {
+        let a = |bits, group| Affine { bits, group };
+        assert_eq!(exact_type(a(4, 64), true).0, Some(GgmlType::Q4_1));
+        assert_eq!(exact_type(a(5, 32), true).0, Some(GgmlType::Q5_1));
+        assert_eq!(exact_type(a(6, 64), true).0, None);
+        assert_eq!(exact_type(a(4, 16), true).0, None);
+        assert_eq!(exact_type(a(4, 64), false).0, None);
+        assert!(f16_exact(0.5) && f16_exact(-0.0) && !f16_exact(1e-9) && !f16_exact(70000.0));
+        assert!(!f16_exact(f32::from_bits(0x3f80_0001)));
+        assert_eq!(
+            Fallback::parse("requant:q8_0").unwrap(),
+            Fallback::Requant(GgmlType::Q8_0)
+        );
+        assert!(Fallback::parse("requant:iq2_xs").is_err());
+    }
+}
+
+/// How every quantized module will be written.
+#[derive(Clone, Debug, Default)]
+pub struct MlxPlan {
+    /// `.weight` tensor index → (module, stored type, rule text).
+    pub by_weight: HashMap<usize, (AffineTensor, GgmlType, String)>,
+    /// `.scales` / `.biases` indices (consumed by their module).
+    pub skip: std::collections::HashSet<usize>,
+}
+
+/// Decides each quantized module's stored type from its data (f16-exactness of every scale
+/// and bias) and the metadata's bits/group.
+///
+/// Errors: inconsistent metadata/shapes (every tensor named), or tensors no block type holds
+/// exactly when no fallback was chosen (every tensor named with its rule).
+pub fn plan(hf: &HfDir, qc: &QuantConfig, fallback: Option<Fallback>) -> Result<MlxPlan> {
+    let (mods, blockers) = find(hf, qc);
+    if !blockers.is_empty() {
+        bail!(
+            "{}: quantization metadata disagrees with the tensors ({} blocker(s)): {}",
+            hf.dir.display(),
+            blockers.len(),
+            blockers
+                .iter()
+                .map(|(t, m)| format!("{t}: {m}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    let mut p = MlxPlan::default();
+    let mut need = Vec::new();
+    for m in mods {
+        let exact = [m.scales, m.biases].iter().all(|&i| {
+            hf.to_f32(&hf.tensors[i])
+                .map(|v| v.iter().all(|x| f16_exact(*x)))
+                .unwrap_or(false)
+        });
+        let (ty, rule) = exact_type(m.affine, exact);
+        let (ty, rule) = match (ty, fallback) {
+            (Some(t), _) => (t, rule),
+            (None, Some(Fallback::F32)) => {
+                (GgmlType::F32, format!("{rule} → fallback F32 (exact)"))
+            }
+            (None, Some(Fallback::F16)) => (
+                GgmlType::F16,
+                format!("{rule} → fallback F16 (lossy, error reported)"),
+            ),
+            (None, Some(Fallback::Requant(t))) => {
+                if m.inn % t.block_size() as usize != 0 {
+                    need.push(format!(
+                        "{}.weight ({rule}; {} inputs not a multiple of {t}'s {})",
+                        m.module,
+                        m.inn,
+                        t.block_size()
+                    ));
+                    continue;
+                }
+                (
+                    t,
+                    format!("{rule} → fallback re-quantized to {t} (lossy, error reported)"),
+                )
+            }
+            (None, None) => {
+                need.push(format!("{}.weight ({rule})", m.module));
+                continue;
+            }
+        };
+        p.skip.insert(m.scales);
+        p.skip.insert(m.biases);
+        p.by_weight.insert(m.weight, (m, ty, rule));
+    }
+    if !need.is_empty() {
+        bail!(
+            "{}: {} tensor(s) cannot be stored exactly by any ggml block type: {}. Choose --fallback f32 (exact, larger), --fallback f16 (max error reported) or --fallback requant:TYPE (error stats reported)",
+            hf.dir.display(),
+            need.len(),
+            need.join(", ")
+        );
+    }
+    Ok(p)
+}
+
+/// `general.file_type` of a file written from an MLX checkpoint: llama.h `LLAMA_FTYPE_MOSTLY_Q4_1`
+/// (3) if any tensor is Q4_1, else `MOSTLY_Q5_1` (9) if any is Q5_1; `None` otherwise.
+pub fn file_type(types: &[GgmlType]) -> Option<u32> {
+    if types.contains(&GgmlType::Q4_1) {
+        Some(3)
+    } else if types.contains(&GgmlType::Q5_1) {
+        Some(9)
+    } else {
+        None
+    }
+}
+
+/// Error of a lossy fallback: max |stored − named formula| and RMS over the tensor.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FallbackError {
+    pub tensor: String,
+    pub stored_as: String,
+    pub max_abs: f64,
+    pub rms: f64,
+}
+
+/// Encodes the named-formula values `x` (`inn` per row) as `ty` and returns the bytes with the
+/// error stats of a lossy type (F16 or a re-quantization; exact F32 gives 0).
+pub fn encode_fallback(
+    ty: GgmlType,
+    x: &[f32],
+    name: &str,
+) -> std::io::Result<(Vec<u8>, FallbackError)> {
+    let mut buf = Vec::new();
+    match ty {
+        GgmlType::F32 => buf.extend(x.iter().flat_map(|v| v.to_le_bytes())),
+        GgmlType::F16 => gguf::quant::encode_f16(x, &mut buf),
+        t => gguf::quant_ref::quantize_ref(t, x, &mut buf)
+            .map_err(|e| std::io::Error::other(format!("{name}: {e}")))?,
+    }
+    let back = gguf::dequant::dequantize_to_vec(ty, &buf, x.len())
+        .map_err(|e| std::io::Error::other(format!("{name}: {e}")))?;
+    let (mut max, mut sq) = (0f64, 0f64);
+    for (a, b) in x.iter().zip(&back) {
+        let d = (*a as f64 - *b as f64).abs();
+        max = max.max(d);
+        sq += d * d;
+    }
+    Ok((
+        buf,
+        FallbackError {
+            tensor: name.into(),
+            stored_as: ty.to_string(),
+            max_abs: max,
+            rms: (sq / x.len().max(1) as f64).sqrt(),
+        },
+    ))
+}
