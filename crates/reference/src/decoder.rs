@@ -91,9 +91,17 @@ pub struct DecoderOutput {
 
 impl Decoder {
     /// Loads config.json and the safetensors of `dir` (with or without a `model.` prefix).
+    /// An MLX affine-quantized folder (config.json `quantization`) is dequantized to f32 by
+    /// [`crate::mlx`].
     pub fn load(dir: &Path) -> Result<Decoder> {
-        let cfg = DecoderConfig::from_json(&dir.join("config.json"))?;
-        let vb = var_builder(dir)?;
+        let cfg_path = dir.join("config.json");
+        let cfg = DecoderConfig::from_json(&cfg_path)?;
+        let raw = read_json(&cfg_path)?;
+        let vb = if crate::mlx::is_mlx_quantized(&raw) {
+            crate::mlx::var_builder(dir, &raw)?
+        } else {
+            var_builder(dir)?
+        };
         Self::from_vb(cfg, vb)
     }
 

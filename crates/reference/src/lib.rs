@@ -4,10 +4,12 @@
 //!   tokenizers) on `tokenizer.json`, padding and truncation off;
 //! * [`bert::Bert`] and [`decoder::Decoder`]: f32 forwards written on candle ops over the HF
 //!   safetensors, returning every position (candle-transformers' models return only the last);
-//! * [`pooling`]: sentence-transformers pooling (mean, cls, last token).
+//! * [`pooling`]: sentence-transformers pooling (mean, cls, last token);
+//! * [`mlx`]: MLX affine-quantized checkpoints, dequantized to f32 for the decoder.
 
 pub mod bert;
 pub mod decoder;
+pub mod mlx;
 pub mod pooling;
 pub mod tokenizer;
 

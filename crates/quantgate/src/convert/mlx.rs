@@ -227,7 +227,7 @@ pub fn find(hf: &HfDir, qc: &QuantConfig) -> (Vec<AffineTensor>, Vec<(String, St
             ));
             continue;
         }
-        if inn % affine.group != 0 {
+        if !inn.is_multiple_of(affine.group) {
             block(format!(
                 "{inn} inputs are not a multiple of group {}",
                 affine.group
@@ -334,7 +334,7 @@ pub fn exact_type(a: Affine, all_f16_exact: bool) -> (Option<GgmlType>, String) 
             )
         }
     };
-    if a.group % 32 != 0 {
+    if !a.group.is_multiple_of(32) {
         return (
             None,
             format!(

@@ -5,3 +5,4 @@ pub mod hellaswag;
 pub mod kld;
 pub mod ppl;
 pub mod record;
+pub mod ref_ppl;

@@ -157,16 +157,24 @@ pub fn check_tensors(
     c: &CGguf,
     hf: &HfDir,
     a: arch::Arch,
+    covered: &super::gate1_affine::Covered,
     blockers: &mut Vec<Blocker>,
     r: &mut Gate1Report,
 ) -> Result<()> {
-    let infos = c.tensors();
+    let infos: Vec<_> = c
+        .tensors()
+        .into_iter()
+        .filter(|i| !covered.gguf_names.contains(&i.name))
+        .collect();
     let mut file =
         std::fs::File::open(gguf_path).with_context(|| format!("{}", gguf_path.display()))?;
     // The reference side of the mapping: HF name → GGUF name from the shared arch table.
     let mut maps = BTreeMap::new();
     let mut sources: BTreeMap<String, usize> = BTreeMap::new();
     for (i, t) in hf.tensors.iter().enumerate() {
+        if covered.source_indices.contains(&i) {
+            continue;
+        }
         if let Some(m) = arch::map_tensor(a, &t.name)? {
             sources.insert(m.gguf, i);
         }

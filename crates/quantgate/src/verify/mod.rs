@@ -10,6 +10,7 @@
 
 pub mod corpus;
 pub mod gate1;
+pub mod gate1_affine;
 pub mod gate3;
 pub mod logits;
 pub mod report;
@@ -164,6 +165,8 @@ pub struct VerifyReport {
     /// Inputs with their sha256.
     pub inputs: Vec<InputHash>,
     pub gate1: gate1::Gate1Report,
+    /// Gate 1 of tensors converted from already-quantized (MLX affine) sources.
+    pub gate1_affine: Option<gate1_affine::AffineGate1Report>,
     pub gate2_tokenizer: Option<tokenizer::TokenizerReport>,
     pub gate2_vectors: Option<vectors::VectorReport>,
     pub gate2_logits: Option<logits::LogitsReport>,
@@ -253,6 +256,18 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
     let pooling = reference::pooling::Pooling::from_sentence_transformers(&opts.hf_dir)?;
     let types: Vec<u32> = file_tensors.iter().map(|t| t.type_id).collect();
     let mut expected = convert::metadata(&hf, arch, outtype_of(&types), pooling, &vocab);
+    // A file from an MLX checkpoint is typed by its quantized tensors (as convert writes it).
+    let stored: Vec<gguf::GgmlType> = types
+        .iter()
+        .filter_map(|t| gguf::GgmlType::from_id(*t))
+        .collect();
+    if let Some(ft) = convert::mlx::file_type(&stored) {
+        for (k, v) in expected.iter_mut() {
+            if k == "general.file_type" {
+                *v = gguf::Value::U32(ft);
+            }
+        }
+    }
     if vocab_only {
         // A vocab-only file's file_type is whatever the converter was asked; not implied.
         expected.retain(|(k, _)| k != "general.file_type");
@@ -265,8 +280,30 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
     expected.retain(|(k, _)| k != "general.name");
     let mut g1 = gate1::Gate1Report::default();
     gate1::check_metadata(&c, &expected, &mut blockers, &mut g1)?;
+    let mut affine_report = None;
+    let mut source_inconsistent = false;
     if !vocab_only {
-        gate1::check_tensors(&opts.gguf, &c, &hf, arch, &mut blockers, &mut g1)?;
+        let n_before = blockers.len();
+        let (ar, covered) = gate1_affine::check(&opts.gguf, &c, &hf, arch, &mut blockers)?;
+        source_inconsistent = blockers[n_before..]
+            .iter()
+            .any(|b| b.code == "source-quantization");
+        g1.tensors += ar.exact_tensors + ar.fallback_tensors;
+        g1.bit_identical += ar.values_identical.min(ar.fields_identical) + ar.fallback_identical;
+        for (t, n) in &ar.by_type {
+            *g1.by_type.entry(t.clone()).or_default() += n;
+        }
+        if ar.modules > 0 || !covered.gguf_names.is_empty() {
+            if ar.ggml_to_float_agrees < ar.ggml_to_float_checked {
+                notes.push(format!(
+                    "ggml to_float differs from the named formula (f32 multiply then add) on {} of {} affine tensors (e.g. FMA contraction); Gate 1 is decided on fields + named formula as declared",
+                    ar.ggml_to_float_checked - ar.ggml_to_float_agrees,
+                    ar.ggml_to_float_checked
+                ));
+            }
+            affine_report = Some(ar);
+        }
+        gate1::check_tensors(&opts.gguf, &c, &hf, arch, &covered, &mut blockers, &mut g1)?;
     }
 
     // Gate 2.
@@ -370,6 +407,13 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
                 ));
             }
             vr = Some(v);
+        } else if source_inconsistent {
+            blockers.push(Blocker::new(
+                2,
+                "logits-not-measured",
+                "logits",
+                "the source's quantization metadata disagrees with its tensors (Gate 1); the reference cannot load it".into(),
+            ));
         } else {
             let reference = reference::decoder::Decoder::load(&opts.hf_dir)?;
             let l = logits::check(&model, &reference, &tok.tokenizer, &gated, opts.threads)?;
@@ -436,6 +480,7 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
         }),
         inputs,
         gate1: g1,
+        gate1_affine: affine_report,
         gate2_tokenizer: Some(tr),
         gate2_vectors: vr,
         gate2_logits: lr,
