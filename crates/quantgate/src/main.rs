@@ -351,8 +351,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 );
             }
             if let Some(l) = &r.gate2_logits {
+                let judged_on = if r.gate2_logits_as_shipped.is_some() {
+                    " (judged on the F32 expansion of the stored values)"
+                } else {
+                    ""
+                };
                 println!(
-                    "gate 2 logits: {} texts, {} positions; min cosine {:.6} (threshold {}), argmax agreement {:.4} (threshold {}), mean KLD {:.6} (threshold {})",
+                    "gate 2 logits{judged_on}: {} texts, {} positions; min cosine {:.6} (threshold {}), argmax agreement {:.4} (threshold {}), mean KLD {:.6} (threshold {})",
                     l.texts,
                     l.positions,
                     l.min_cosine,
@@ -361,6 +366,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     r.thresholds.min_logits_top1_agreement,
                     l.mean_kld,
                     r.thresholds.max_mean_kld
+                );
+            }
+            if let Some(l) = &r.gate2_logits_as_shipped {
+                println!(
+                    "gate 2 logits as shipped (llama.cpp quantizes activations for block-quantized weights; reported): min cosine {:.6}, argmax agreement {:.4}, mean KLD {:.6}",
+                    l.min_cosine, l.top1_agreement, l.mean_kld
                 );
             }
             if let Some(g) = &r.gate3 {

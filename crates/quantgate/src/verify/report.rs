@@ -55,6 +55,14 @@ pub fn markdown(r: &VerifyReport) -> String {
         "- metadata keys matching: {}/{}",
         r.gate1.metadata_matching, r.gate1.metadata_keys
     );
+    if let Some(a) = &r.gate1_affine {
+        let _ = writeln!(
+            s,
+            "- already-quantized source ({} modules; rule: {}): fields identical {}/{}, named-formula values identical {}/{}, fallbacks as declared {}/{}, ggml to_float = named formula {}/{}",
+            a.modules, a.rule, a.fields_identical, a.exact_tensors, a.values_identical, a.exact_tensors,
+            a.fallback_identical, a.fallback_tensors, a.ggml_to_float_agrees, a.ggml_to_float_checked
+        );
+    }
     if let Some(t) = &r.gate2_tokenizer {
         let _ = writeln!(s, "\n## Gate 2: tokenizer ({} texts)\n\n| add_special | parse_special | matched | first mismatch |\n|---|---|---|---|", t.texts);
         for m in &t.modes {
@@ -84,6 +92,26 @@ pub fn markdown(r: &VerifyReport) -> String {
             s,
             "- top-1 identical: {}/{} · n_embd {} · pooling {} · {:.1} ms/text",
             v.top1_identical, v.queries, v.n_embd, v.llama_pooling, v.llama_ms_per_text
+        );
+    }
+    if let Some(l) = &r.gate2_logits {
+        let judged = if r.gate2_logits_as_shipped.is_some() {
+            " (judged on the F32 expansion of the stored values)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            s,
+            "\n## Gate 2: logits{judged}\n\n- {} texts, {} positions · min cosine {:.6} (threshold {}) · argmax agreement {:.4} (threshold {}) · mean KLD {:.6} (threshold {}) · max KLD {:.6}",
+            l.texts, l.positions, l.min_cosine, r.thresholds.min_logits_cosine, l.top1_agreement,
+            r.thresholds.min_logits_top1_agreement, l.mean_kld, r.thresholds.max_mean_kld, l.max_kld
+        );
+    }
+    if let Some(l) = &r.gate2_logits_as_shipped {
+        let _ = writeln!(
+            s,
+            "- as shipped (llama.cpp quantizes activations for block-quantized weights; reported, not judged): min cosine {:.6} · argmax agreement {:.4} · mean KLD {:.6}",
+            l.min_cosine, l.top1_agreement, l.mean_kld
         );
     }
     if let Some(g) = &r.gate3 {
