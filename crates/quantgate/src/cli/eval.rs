@@ -115,6 +115,11 @@ pub enum EvalCommand {
         /// Also write the JSON record here.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Also compute the PPL of this HF folder with the reference (candle f32; MLX affine
+        /// folders dequantized by the named formula) on the same tokens and chunks, printed
+        /// side by side.
+        #[arg(long)]
+        reference: Option<PathBuf>,
     },
 }
 
@@ -342,6 +347,7 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
             threads,
             ubatch,
             json,
+            reference,
         } => {
             let text = ppl::read_text(&file)?;
             let p = ppl::PplParams {
@@ -369,6 +375,47 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
                 r.chunks, ctx, r.scored_tokens, r.tokens_per_second, r.load_ms, threads
             );
             println!("Final estimate: PPL = {:.4} +/- {:.5}", r.ppl, r.ppl_se);
+            if let Some(hf) = &reference {
+                let bos = {
+                    let m = llama_runtime::Model::load(&model, true)?;
+                    m.add_bos().then(|| m.bos() as u32)
+                };
+                let pb = progress::bar(0, "reference chunks");
+                let rr = quantgate::eval::ref_ppl::reference_perplexity(
+                    hf,
+                    &text,
+                    ctx as usize,
+                    r.chunks,
+                    bos,
+                    |i, n| {
+                        pb.set_length(n as u64);
+                        pb.set_position(i as u64)
+                    },
+                );
+                pb.finish_and_clear();
+                let rr = rr?;
+                println!("\n| side | model | chunks × n_ctx | PPL |\n|---|---|---|---:|");
+                println!(
+                    "| llama.cpp | {} | {} × {ctx} | {:.4} ± {:.5} |",
+                    model.display(),
+                    r.chunks,
+                    r.ppl,
+                    r.ppl_se
+                );
+                println!(
+                    "| reference (candle f32) | {} | {} × {ctx} | {:.4} ± {:.5} |",
+                    hf.display(),
+                    rr.chunks,
+                    rr.ppl,
+                    rr.ppl_se
+                );
+                if rr.scored_tokens != r.scored_tokens || rr.text_tokens != r.text_tokens {
+                    println!(
+                        "note: token counts differ (llama.cpp {} text / {} scored, reference {} / {})",
+                        r.text_tokens, r.scored_tokens, rr.text_tokens, rr.scored_tokens
+                    );
+                }
+            }
             let s = logits_settings(threads, ctx, ubatch, None);
             emit(json.as_deref(), "ppl", &[&model], s, vec![r.load_ms], t0, r)?;
         }
