@@ -146,6 +146,18 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// Conversion throughput (MB/s of source) of the MLX repack path vs a plain copy conversion,
+    /// alternated child processes, with the ratio (goal: within 2×).
+    Repack {
+        /// An MLX-quantized HF folder.
+        mlx_dir: PathBuf,
+        /// An unquantized HF folder (F16/BF16) converted with --outtype auto (a copy).
+        #[arg(long)]
+        plain: PathBuf,
+        /// Repetitions per arm.
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+    },
     /// Dequantization throughput per type (GB/s of f32 output), ours vs ggml's to_float, single thread.
     Dequant {
         /// Elements per repetition (rounded up to a multiple of 256).
@@ -501,6 +513,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Bench(BenchCommand::Repack {
+            mlx_dir,
+            plain,
+            reps,
+        }) => cli::bench::repack(&mlx_dir, &plain, reps),
         Command::Bench(BenchCommand::Convert {
             hf_dir,
             outtype,

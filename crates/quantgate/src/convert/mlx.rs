@@ -619,3 +619,133 @@ pub fn encode_fallback(
         },
     ))
 }
+
+/// Source row of each output row under llama's Q/K permutation (identity when `heads` is
+/// `None`): output row `h·hd + 2i + j` takes source row `h·hd + j·hd/2 + i`.
+pub fn row_order(rows: usize, heads: Option<usize>) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..rows).collect();
+    if let Some(heads) = heads {
+        let hd = rows / heads;
+        for h in 0..heads {
+            for i in 0..hd / 2 {
+                for j in 0..2 {
+                    order[h * hd + 2 * i + j] = h * hd + j * (hd / 2) + i;
+                }
+            }
+        }
+    }
+    order
+}
+
+/// [`encode_exact`] straight from the packed words, rows taken in `order` (the fast path of
+/// `convert`: no intermediate code array; 4-bit blocks are re-nibbled word by word).
+#[allow(clippy::too_many_arguments)]
+pub fn repack_exact(
+    ty: GgmlType,
+    words: &[u32],
+    bits: u32,
+    scales: &[f32],
+    biases: &[f32],
+    inn: usize,
+    group: usize,
+    order: &[usize],
+) -> Vec<u8> {
+    let wpr = inn * bits as usize / 32;
+    let gpr = inn / group;
+    let bpr = inn / 32;
+    let mut out = Vec::with_capacity(order.len() * bpr * ty.type_size() as usize);
+    let mut codes = [0u8; 32];
+    for &r in order {
+        let row = &words[r * wpr..(r + 1) * wpr];
+        for b in 0..bpr {
+            let g = r * gpr + b * 32 / group;
+            out.extend_from_slice(&gguf::quant::f32_to_f16_bits(scales[g]).to_le_bytes());
+            out.extend_from_slice(&gguf::quant::f32_to_f16_bits(biases[g]).to_le_bytes());
+            if bits == 4 && ty == GgmlType::Q4_1 {
+                // Codes 0–7 in word 0, 8–15 in word 1, 16–23 in word 2, 24–31 in word 3.
+                // qs[j] = code j | code j+16 << 4: spread each word's 8 nibbles into the low
+                // halves of 8 bytes, then merge words 0/2 and 1/3.
+                let w = &row[b * 4..b * 4 + 4];
+                let spread = |x: u32| {
+                    let mut x = x as u64;
+                    x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
+                    x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+                    (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f
+                };
+                out.extend_from_slice(&(spread(w[0]) | (spread(w[2]) << 4)).to_le_bytes());
+                out.extend_from_slice(&(spread(w[1]) | (spread(w[3]) << 4)).to_le_bytes());
+                continue;
+            }
+            let mask = (1u64 << bits) - 1;
+            for (i, c) in codes.iter_mut().enumerate() {
+                let bit = (b * 32 + i) * bits as usize;
+                let (k, s) = (bit / 32, bit % 32);
+                let mut v = (row[k] as u64) >> s;
+                if s + bits as usize > 32 {
+                    v |= (row[k + 1] as u64) << (32 - s);
+                }
+                *c = (v & mask) as u8;
+            }
+            if ty == GgmlType::Q5_1 {
+                let qh = codes
+                    .iter()
+                    .enumerate()
+                    .fold(0u32, |h, (j, &c)| h | (((c as u32 >> 4) & 1) << j));
+                out.extend_from_slice(&qh.to_le_bytes());
+            }
+            out.extend((0..16).map(|j| (codes[j] & 0x0f) | ((codes[j + 16] & 0x0f) << 4)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod repack_tests {
+    use super::*;
+
+    #[test]
+    fn repack_equals_unpack_permute_encode() {
+        // 8 rows × 64 inputs, 2 heads; 4-bit and 5-bit; group 32 and 64.
+        let mut seed = 12345u32;
+        let mut rnd = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed
+        };
+        for (ty, bits, group) in [
+            (GgmlType::Q4_1, 4, 32),
+            (GgmlType::Q4_1, 4, 64),
+            (GgmlType::Q5_1, 5, 32),
+        ] {
+            let (rows, inn) = (8usize, 64usize);
+            let words: Vec<u32> = (0..rows * inn * bits as usize / 32)
+                .map(|_| rnd())
+                .collect();
+            let ng = rows * inn / group;
+            let scales: Vec<f32> = (0..ng).map(|i| (i as f32 - 3.0) * 0.125).collect();
+            let biases: Vec<f32> = (0..ng).map(|i| -(i as f32) * 0.5).collect();
+            for heads in [None, Some(2)] {
+                let mut codes = unpack_codes(&words, rows, inn, bits);
+                let (mut s, mut b) = (scales.clone(), biases.clone());
+                if let Some(h) = heads {
+                    codes = crate::convert::permute_qk(&codes, rows, h);
+                    s = crate::convert::permute_qk(&s, rows, h);
+                    b = crate::convert::permute_qk(&b, rows, h);
+                }
+                let want = encode_exact(ty, &codes, &s, &b, inn, group);
+                let got = repack_exact(
+                    ty,
+                    &words,
+                    bits,
+                    &scales,
+                    &biases,
+                    inn,
+                    group,
+                    &row_order(rows, heads),
+                );
+                assert_eq!(got, want, "{ty} group {group} heads {heads:?}");
+            }
+        }
+    }
+}

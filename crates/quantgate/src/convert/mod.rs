@@ -398,11 +398,19 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
                 ggml_type: ty,
                 dims: p.ne.clone(),
                 data: TensorData::Deferred(Box::new(move |out| {
-                    let d = mlx::decode(hf_ref, &at, permute)?;
                     let g = at.affine.group;
                     let buf = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
-                        mlx::encode_exact(ty, &d.codes, &d.scales, &d.biases, at.inn, g)
+                        let raw = hf_ref.bytes(&hf_ref.tensors[at.weight])?;
+                        let words: Vec<u32> = raw
+                            .chunks_exact(4)
+                            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                            .collect();
+                        let s = hf_ref.to_f32(&hf_ref.tensors[at.scales])?;
+                        let b = hf_ref.to_f32(&hf_ref.tensors[at.biases])?;
+                        let order = mlx::row_order(at.out, permute);
+                        mlx::repack_exact(ty, &words, at.affine.bits, &s, &b, at.inn, g, &order)
                     } else {
+                        let d = mlx::decode(hf_ref, &at, permute)?;
                         let x = mlx::named_formula(&d.codes, &d.scales, &d.biases, at.inn, g);
                         let (buf, err) = mlx::encode_fallback(ty, &x, &name)?;
                         if ty != GgmlType::F32 {
