@@ -74,7 +74,13 @@ impl Model {
         unsafe { sys::llama_model_n_embd(self.raw()) as usize }
     }
 
-    /// Vocabulary size.
+    /// Training context length (`*.context_length`), tokens.
+    pub fn n_ctx_train(&self) -> usize {
+        // SAFETY: valid model.
+        unsafe { sys::llama_model_n_ctx_train(self.raw()).max(0) as usize }
+    }
+
+    /// Number of tokens in the vocabulary.
     pub fn n_vocab(&self) -> usize {
         // SAFETY: valid vocab of a valid model.
         unsafe { sys::llama_vocab_n_tokens(self.vocab()) as usize }

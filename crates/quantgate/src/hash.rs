@@ -10,6 +10,8 @@ use sha2::{Digest, Sha256};
 ///
 /// Errors: the file cannot be opened or read (the message names the path).
 pub fn sha256_file(path: &Path) -> anyhow::Result<String> {
+    // A FIFO or device (e.g. /dev/zero) would never end.
+    crate::paths::ensure_regular_file(path)?;
     let mut f = File::open(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
@@ -20,6 +22,7 @@ pub fn sha256_file(path: &Path) -> anyhow::Result<String> {
         if n == 0 {
             break;
         }
+        crate::interrupt::check()?;
         h.update(&buf[..n]);
     }
     Ok(hex(&h.finalize()))

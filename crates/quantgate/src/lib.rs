@@ -11,6 +11,7 @@ pub mod eval;
 pub mod hash;
 pub mod inspect;
 pub mod interrupt;
+pub mod paths;
 pub mod progress;
 pub mod protocol;
 pub mod quantize;

@@ -237,11 +237,9 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<quantgate::interrupt::Interrupted>()
-                .is_some()
-            {
-                // 128 + SIGINT, as shells report an interrupted command.
-                return ExitCode::from(130);
+            if let Some(sig) = quantgate::interrupt::received() {
+                // 128 + signal, as shells report an interrupted command.
+                return ExitCode::from((128 + sig).clamp(0, 255) as u8);
             }
             ExitCode::from(2)
         }
@@ -416,6 +414,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             fallback,
         } => {
+            quantgate::interrupt::install();
             let fallback = fallback
                 .map(|f| quantgate::convert::mlx::Fallback::parse(&f))
                 .transpose()

@@ -65,6 +65,7 @@ pub fn quantize(input: &Path, output: &Path, ftype: &str, threads: i32) -> Resul
         })?;
     // Validate the input with our reader first: a clear error beats llama.cpp's log.
     Gguf::open(input)?;
+    crate::paths::ensure_output_distinct(output, &[input])?;
     let t0 = std::time::Instant::now();
     llama_runtime::quantize_model(input, output, id, threads)?;
     let seconds = t0.elapsed().as_secs_f64();

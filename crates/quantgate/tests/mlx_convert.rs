@@ -247,6 +247,47 @@ fn tampered_metadata_is_no_go_naming_the_tensor() {
         );
         assert!(e.contains(&subject), "{e}");
     }
+    // 4. (adversarial review) bits as a string: verify said exit 2 with an unrelated tensor
+    //    name; now NO-GO naming config.json, and convert names the field.
+    let d4 = tampered(
+        tmp.path(),
+        "bits-string",
+        |c| {
+            for key in ["quantization", "quantization_config"] {
+                c[key]["bits"] = serde_json::json!("4");
+            }
+        },
+        |_| {},
+    );
+    let v = verify_with(&d4, &good);
+    assert_eq!(v.verdict, "NO-GO");
+    assert!(
+        v.blockers
+            .iter()
+            .any(|b| b.code == "source-quantization" && b.subject == "config.json"),
+        "{:?}",
+        v.blockers
+    );
+    let e = format!(
+        "{:#}",
+        convert_to(&d4, &tmp.path().join("x.gguf"), None).unwrap_err()
+    );
+    assert!(e.contains("bits missing or not in 1..=8"), "{e}");
+    // 5. a NaN scale converted with exit 0 before ("f16 holds NaN exactly"); now refused.
+    let d5 = tampered(
+        tmp.path(),
+        "nan",
+        |_| {},
+        |l| {
+            let t = l.iter_mut().find(|t| t.0 == format!("{q}.scales")).unwrap();
+            t.3[0..2].copy_from_slice(&0x7fc0u16.to_le_bytes());
+        },
+    );
+    let e = format!(
+        "{:#}",
+        convert_to(&d5, &tmp.path().join("x.gguf"), None).unwrap_err()
+    );
+    assert!(e.contains(&format!("tensor {q}.scales holds NaN")), "{e}");
 }
 
 #[test]

@@ -70,7 +70,7 @@ fn row<'a>(an: &'a Value, q: &str) -> &'a Value {
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
-    for f in ["run_status.json", "results.json"] {
+    for f in ["run_status.json", "results.json", "protocol.toml"] {
         std::fs::copy(from.join(f), to.join(f)).unwrap();
     }
 }
@@ -206,15 +206,51 @@ fn two_ci_runs_reproduce_and_analyze_follows_the_frozen_rule() {
         }
     }
 
-    // Runs of different protocols are never compared.
+    // Runs of different protocols are never compared: r2's protocol edited (a comment) and
+    // both receipts updated to its sha256.
     let r2p = tmp.path().join("r2-other");
     copy_dir(&r2, &r2p);
-    let mut res = json(&r2p.join("results.json"));
-    res["protocol_sha256"] = Value::from("0".repeat(64));
-    std::fs::write(r2p.join("results.json"), res.to_string()).unwrap();
+    let mut proto = std::fs::read(r2p.join("protocol.toml")).unwrap();
+    proto.extend_from_slice(b"# edited\n");
+    std::fs::write(r2p.join("protocol.toml"), &proto).unwrap();
+    let sha = quantgate::hash::sha256_bytes(&proto);
+    for f in ["results.json", "run_status.json"] {
+        let mut v = json(&r2p.join(f));
+        v["protocol_sha256"] = Value::from(sha.clone());
+        std::fs::write(r2p.join(f), v.to_string()).unwrap();
+    }
     let (code, text, _) = analyze(&r1, &r2p, &tmp.path().join("an-p"));
     assert_eq!(code, Some(2));
     assert!(text.contains("runs of different protocols"), "{text}");
+    // A results.json whose protocol hash disagrees with its protocol.toml is refused.
+    let r2h = tmp.path().join("r2-hash");
+    copy_dir(&r2, &r2h);
+    let mut v = json(&r2h.join("results.json"));
+    v["protocol_sha256"] = Value::from("0".repeat(64));
+    std::fs::write(r2h.join("results.json"), v.to_string()).unwrap();
+    let (code, text, _) = analyze(&r1, &r2h, &tmp.path().join("an-h"));
+    assert_eq!(code, Some(2));
+    assert!(text.contains("disagree"), "{text}");
+    // The same run twice, or a copy of it, is not a reproduction.
+    for other in [r1.clone(), tmp.path().join("r1-copy")] {
+        if other != r1 {
+            copy_dir(&r1, &other);
+        }
+        let (code, text, _) = analyze(&r1, &other, &tmp.path().join("an-same"));
+        assert_eq!(code, Some(2));
+        assert!(text.contains("same run"), "{text}");
+    }
+    // Tolerances and kinds come from the frozen protocol and the quantity names, not from
+    // results.json: a run 1 claiming a huge tolerance and PPL "reported" changes nothing.
+    let r1t = tmp.path().join("r1-tampered");
+    copy_dir(&r1, &r1t);
+    let mut v = json(&r1t.join("results.json"));
+    v["tolerances"]["non_delta"] = Value::from(1e9);
+    v["models"]["SmolLM2-135M-Instruct"]["ppl[F16]"]["kind"] = Value::from("reported");
+    std::fs::write(r1t.join("results.json"), v.to_string()).unwrap();
+    let (_, _, an_t) = analyze(&r1t, &r2c, &tmp.path().join("an-t"));
+    assert_eq!(row(&an_t, "ppl[F16]")["verdict"], "fail");
+    assert_eq!(row(&an_t, "ppl[F16]")["tolerance"], 0.02);
 }
 
 #[test]

@@ -22,6 +22,21 @@ pub fn repack(mlx_dir: &Path, plain_dir: &Path, reps: usize) -> anyhow::Result<E
     if reps == 0 {
         return Err(crate::Usage("--reps must be at least 1".into()).into());
     }
+    for (dir, want) in [(mlx_dir, true), (plain_dir, false)] {
+        let cfg = quantgate::convert::hf::read_json(&dir.join("config.json"))?;
+        if reference::mlx::is_mlx_quantized(&cfg) != want {
+            return Err(crate::Usage(format!(
+                "{}: {} (the first folder must be MLX-quantized, --plain must not be)",
+                dir.display(),
+                if want {
+                    "not MLX-quantized"
+                } else {
+                    "MLX-quantized"
+                }
+            ))
+            .into());
+        }
+    }
     let exe = std::env::current_exe()?;
     let tmp = tempfile::tempdir()?;
     let run = |dir: &Path, out: &str| -> anyhow::Result<Measured> {
@@ -35,8 +50,9 @@ pub fn repack(mlx_dir: &Path, plain_dir: &Path, reps: usize) -> anyhow::Result<E
         )?;
         anyhow::ensure!(
             m.exit_code == Some(0),
-            "convert {} failed: {m:?}",
-            dir.display()
+            "convert {} failed with exit code {:?}",
+            dir.display(),
+            m.exit_code
         );
         Ok(m)
     };

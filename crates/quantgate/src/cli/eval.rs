@@ -161,6 +161,45 @@ fn emit<T: serde::Serialize>(
     record::write(path, &rec)
 }
 
+fn usage(msg: String) -> anyhow::Error {
+    crate::Usage(msg).into()
+}
+
+/// Checks, before anything is measured: threads ≥ 1, and every output (`--json`, its `.md`
+/// twin, `--out`) distinct from the inputs and from each other.
+fn check_args(threads: i32, outputs: &[&Path], inputs: &[&Path]) -> anyhow::Result<()> {
+    if threads < 1 {
+        return Err(usage(format!("-t {threads}: at least one thread")));
+    }
+    for o in outputs {
+        quantgate::paths::ensure_output_distinct(o, inputs)?;
+    }
+    for (i, a) in outputs.iter().enumerate() {
+        for b in &outputs[i + 1..] {
+            if a == b {
+                return Err(usage(format!("{}: two outputs at one path", a.display())));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `--json` and its Markdown twin.
+fn json_outputs(json: &Option<PathBuf>) -> anyhow::Result<Vec<PathBuf>> {
+    match json {
+        None => Ok(Vec::new()),
+        Some(j) if j.extension().is_some_and(|e| e == "md") => Err(usage(format!(
+            "--json {}: the Markdown record is written next to it as .md; use a .json name",
+            j.display()
+        ))),
+        Some(j) => Ok(vec![j.clone(), j.with_extension("md")]),
+    }
+}
+
+fn refs(v: &[PathBuf]) -> Vec<&Path> {
+    v.iter().map(PathBuf::as_path).collect()
+}
+
 /// Runs one `eval` subcommand.
 pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
     quantgate::interrupt::install();
@@ -175,6 +214,12 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
             threads,
             json,
         } => {
+            if chunks == Some(0) {
+                return Err(usage("--chunks 0: at least one chunk".into()));
+            }
+            let mut outs = json_outputs(&json)?;
+            outs.push(out.clone());
+            check_args(threads, &refs(&outs), &[&model, &file])?;
             let text = ppl::read_text(&file)?;
             println!("runtime: {}", llama_runtime::build_info());
             let pb = progress::bar(0, "chunks");
@@ -207,6 +252,7 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
             threads,
             json,
         } => {
+            check_args(threads, &refs(&json_outputs(&json)?), &[&model, &base])?;
             println!("runtime: {}", llama_runtime::build_info());
             let pb = progress::bar(0, "chunks");
             let r = kld::compare(&model, &base, threads, |i, n| {
@@ -249,6 +295,10 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
             threads,
             json,
         } => {
+            if tasks == 0 {
+                return Err(usage("--tasks 0: at least one task".into()));
+            }
+            check_args(threads, &refs(&json_outputs(&json)?), &[&model, &file])?;
             let all = hellaswag::load_tasks(&file)?;
             println!("runtime: {}", llama_runtime::build_info());
             println!("hellaswag_score : loaded {} tasks from prompt.", all.len());
@@ -283,10 +333,9 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
             json,
         } => {
             if reps == 0 || (n_prompt == 0 && n_gen == 0) {
-                return Err(
-                    crate::Usage("--reps and one of -p/-n must be at least 1".into()).into(),
-                );
+                return Err(usage("--reps and one of -p/-n must be at least 1".into()));
             }
+            check_args(threads, &refs(&json_outputs(&json)?), &refs(&models))?;
             let rows = bench::run(&models, n_prompt, n_gen, reps, threads)?;
             println!(
                 "runtime: {} · threads {threads} · n_batch 2048 · n_ubatch 512 · KV F16",
@@ -349,6 +398,18 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
             json,
             reference,
         } => {
+            if chunks == Some(0) || ubatch == 0 {
+                return Err(usage("--chunks and --ubatch must be at least 1".into()));
+            }
+            check_args(threads, &refs(&json_outputs(&json)?), &[&model, &file])?;
+            if let Some(r) = &reference {
+                if !r.join("config.json").is_file() {
+                    return Err(usage(format!(
+                        "--reference {}: no config.json (an HF folder is expected)",
+                        r.display()
+                    )));
+                }
+            }
             let text = ppl::read_text(&file)?;
             let p = ppl::PplParams {
                 n_ctx: ctx,

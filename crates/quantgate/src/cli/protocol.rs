@@ -53,11 +53,14 @@ pub fn run(file: PathBuf, run_dir: PathBuf, operator: Option<String>) -> anyhow:
         println!("failed step: {step}: {reason}");
     }
     println!("results: {}", o.results_path.display());
-    Ok(if o.status.state == "complete" {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(
+        match (o.status.state.as_str(), quantgate::interrupt::received()) {
+            ("complete", _) => ExitCode::SUCCESS,
+            // 128 + signal, as shells report a command stopped by it.
+            (_, Some(sig)) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
+            _ => ExitCode::from(1),
+        },
+    )
 }
 
 /// `analyze`: exit 0 capability proven, 1 otherwise, 2 refused.

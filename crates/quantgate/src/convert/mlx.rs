@@ -35,11 +35,19 @@ impl QuantConfig {
     ///
     /// Errors: a mode other than `affine`, or bits/group_size missing or not positive integers.
     pub fn from_config(config: &serde_json::Value) -> Result<Option<QuantConfig>> {
-        let q = match (
+        let (a, b) = (
             config.get("quantization"),
             config.get("quantization_config"),
-        ) {
-            (Some(q), _) | (None, Some(q)) if q.is_object() => q,
+        );
+        if let (Some(a), Some(b)) = (a, b) {
+            if a != b && b.get("quant_method").is_none() {
+                bail!("config.json: quantization and quantization_config disagree");
+            }
+        }
+        let q = match (a, b) {
+            (Some(q), _) if q.is_object() => q,
+            (Some(q), _) if !q.is_null() => bail!("config.json quantization: not an object"),
+            (_, Some(q)) if q.is_object() && q.get("quant_method").is_none() => q,
             _ => return Ok(None),
         };
         let parse = |v: &serde_json::Value,
@@ -76,6 +84,9 @@ impl QuantConfig {
         };
         let mut modules = HashMap::new();
         for (k, v) in q.as_object().into_iter().flatten() {
+            if ["bits", "group_size", "mode"].contains(&k.as_str()) {
+                continue;
+            }
             if v.is_object() {
                 modules.insert(
                     k.clone(),
@@ -83,6 +94,8 @@ impl QuantConfig {
                 );
             } else if v == &serde_json::Value::Bool(false) {
                 modules.insert(k.clone(), None);
+            } else {
+                bail!("config.json quantization.{k}: {v} (a module entry is an object or false)");
             }
         }
         Ok(Some(QuantConfig { default, modules }))
@@ -213,6 +226,10 @@ pub fn find(hf: &HfDir, qc: &QuantConfig) -> (Vec<AffineTensor>, Vec<(String, St
             continue;
         }
         let (rows, words) = (t.shape[0], t.shape[1]);
+        if rows == 0 || words == 0 {
+            block(format!("codes have shape {:?}: an empty module", t.shape));
+            continue;
+        }
         let inn = words * 32 / affine.bits as usize;
         let Some(expected_in) = expected_inputs(hf, module) else {
             block(
@@ -270,6 +287,19 @@ pub fn find(hf: &HfDir, qc: &QuantConfig) -> (Vec<AffineTensor>, Vec<(String, St
             out: rows,
             inn,
         });
+    }
+    // Scales or biases whose module has no weight.
+    for t in &hf.tensors {
+        for suffix in [".scales", ".biases"] {
+            if let Some(module) = t.name.strip_suffix(suffix) {
+                if !idx.contains_key(format!("{module}.weight").as_str()) {
+                    blockers.push((
+                        t.name.clone(),
+                        format!("{module}.weight is missing (a quantized module needs its codes)"),
+                    ));
+                }
+            }
+        }
     }
     (out, blockers)
 }
@@ -516,11 +546,20 @@ pub fn plan(hf: &HfDir, qc: &QuantConfig, fallback: Option<Fallback>) -> Result<
     let mut p = MlxPlan::default();
     let mut need = Vec::new();
     for m in mods {
+        let mut nonfinite = None;
         let exact = [m.scales, m.biases].iter().all(|&i| {
-            hf.to_f32(&hf.tensors[i])
-                .map(|v| v.iter().all(|x| f16_exact(*x)))
-                .unwrap_or(false)
+            let v = hf.to_f32(&hf.tensors[i]).unwrap_or_default();
+            if let Some(x) = v.iter().find(|x| !x.is_finite()) {
+                nonfinite = Some((hf.tensors[i].name.clone(), *x));
+            }
+            !v.is_empty() && v.iter().all(|x| f16_exact(*x))
         });
+        if let Some((name, x)) = nonfinite {
+            bail!(
+                "{}: tensor {name} holds {x}; a scale or bias must be finite",
+                hf.dir.display()
+            );
+        }
         let (ty, rule) = exact_type(m.affine, exact);
         let (ty, rule) = match (ty, fallback) {
             (Some(t), _) => (t, rule),

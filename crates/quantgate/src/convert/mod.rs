@@ -327,6 +327,9 @@ pub fn resolve_outtype(hf: &HfDir, outtype: OutType) -> OutType {
 /// tokenizer case GGUF cannot express, f16 overflow — each naming the file and field.
 pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertReport> {
     let t0 = Instant::now();
+    let sources = crate::paths::files_in(dir);
+    let refs: Vec<&Path> = sources.iter().map(|p| p.as_path()).collect();
+    crate::paths::ensure_output_distinct(out, &refs)?;
     let hf = HfDir::open(dir, !opts.vocab_only)?;
     let arch = arch_of(&hf)?;
     let mlx_plan = match mlx::QuantConfig::from_config(&hf.config)
@@ -398,6 +401,7 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
                 ggml_type: ty,
                 dims: p.ne.clone(),
                 data: TensorData::Deferred(Box::new(move |out| {
+                    crate::interrupt::check().map_err(std::io::Error::other)?;
                     let g = at.affine.group;
                     let buf = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
                         let raw = hf_ref.bytes(&hf_ref.tensors[at.weight])?;
@@ -428,6 +432,8 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
             ggml_type: ty,
             dims: p.ne.clone(),
             data: TensorData::Deferred(Box::new(move |out| {
+                // Ctrl-C: stop between tensors; the writer's temp file is removed on error.
+                crate::interrupt::check().map_err(std::io::Error::other)?;
                 let mut x = hf_ref.to_f32(src)?;
                 if let Some(heads) = permute {
                     // A 1-D bias has one value per row (ne[0] rows of length 1).

@@ -78,6 +78,8 @@ pub fn run(
     for p in models {
         let t0 = Instant::now();
         let model = Model::load(p, false)?;
+        let need = n_prompt.max(n_gen).div_ceil(256) * 256;
+        crate::eval::ppl::check_ctx(&model, p, need)?;
         arms.push(Arm {
             path: p.clone(),
             model,

@@ -23,6 +23,7 @@ pub struct Task {
 
 /// Parses the 6-lines-per-task file (lines split on `\n` only; `\r` stays).
 pub fn load_tasks(path: &Path) -> Result<Vec<Task>> {
+    crate::paths::ensure_regular_file(path)?;
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read", path.display()))?;
     let mut lines: Vec<&str> = text.split('\n').collect();
@@ -124,6 +125,13 @@ pub fn run(
     let t0 = std::time::Instant::now();
     let model = Model::load(model_path, false)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    crate::eval::ppl::check_ctx(&model, model_path, n_ctx as usize)?;
+    if tasks.is_empty() || n_tasks == 0 {
+        bail!(
+            "no tasks to evaluate ({} in the file, {n_tasks} requested)",
+            tasks.len()
+        );
+    }
     let mut ctx = Context::new(
         &model,
         ContextParams::logits(n_ctx, n_ctx.min(512), threads),

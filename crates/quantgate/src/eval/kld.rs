@@ -106,6 +106,7 @@ pub fn write_base(
     let t0 = std::time::Instant::now();
     let model = Model::load(model_path, false)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    crate::eval::ppl::check_ctx(&model, model_path, n_ctx)?;
     let tokens = model.tokenize(text, true, false)?;
     if tokens.len() < 2 * n_ctx {
         bail!(

@@ -49,12 +49,27 @@ pub struct PplResult {
 
 /// The text as llama-perplexity's `-f` reads it: the file with exactly one trailing `\n` removed.
 pub fn read_text(path: &Path) -> Result<String> {
+    crate::paths::ensure_regular_file(path)?;
     let mut t = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read", path.display()))?;
     if t.ends_with('\n') {
         t.pop();
     }
     Ok(t)
+}
+
+/// Errors unless `4 ≤ n_ctx ≤` the model's training context (a chunk scores its second half,
+/// so it needs a few tokens; beyond the training length llama.cpp's numbers mean little and a
+/// typo such as `-c 1000000000` would allocate gigabytes).
+pub fn check_ctx(model: &Model, path: &Path, n_ctx: usize) -> Result<()> {
+    let train = model.n_ctx_train();
+    if n_ctx < 4 || (train > 0 && n_ctx > train) {
+        bail!(
+            "{}: context {n_ctx} tokens is outside 4 ..= {train} (the model's training context)",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// Negative log-likelihood of token `y` under `logits` (llama-perplexity's `log_softmax`).
@@ -84,8 +99,9 @@ pub fn perplexity(
             model_path.display()
         );
     }
-    let tokens = model.tokenize(text, true, false)?;
     let n_ctx = p.n_ctx as usize;
+    check_ctx(&model, model_path, n_ctx)?;
+    let tokens = model.tokenize(text, true, false)?;
     if tokens.len() < 2 * n_ctx {
         bail!(
             "you need at least {} tokens to evaluate perplexity with a context of {n_ctx}; the text has {}",

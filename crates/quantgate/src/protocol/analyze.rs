@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use super::quantities::{deviation, tolerance, Class, Kind};
+use super::quantities::{deviation, expected_kind, tolerance, Class, Kind};
 use super::run::{Results, RunStatus};
 
 /// One quantity's comparison.
@@ -49,16 +49,46 @@ pub struct Analysis {
     pub run2: serde_json::Value,
 }
 
-fn load(dir: &Path) -> Result<(RunStatus, Results)> {
-    let read = |name: &str| -> Result<Vec<u8>> {
+/// A run folder's receipt, results and frozen protocol (whose sha256 must match both).
+fn load(dir: &Path) -> Result<(RunStatus, Results, super::Tolerances)> {
+    let read = |name: &str, cap: u64| -> Result<Vec<u8>> {
         let p = dir.join(name);
+        crate::paths::ensure_regular_file(&p)?;
+        let n = std::fs::metadata(&p)?.len();
+        if n > cap {
+            bail!(
+                "{}: {n} bytes is more than a run writes (≤ {cap})",
+                p.display()
+            );
+        }
         std::fs::read(&p).with_context(|| format!("{}: cannot read", p.display()))
     };
-    let status: RunStatus = serde_json::from_slice(&read("run_status.json")?)
+    let status: RunStatus = serde_json::from_slice(&read("run_status.json", 1 << 20)?)
         .with_context(|| format!("{}: invalid run_status.json", dir.display()))?;
-    let results: Results = serde_json::from_slice(&read("results.json")?)
+    let results: Results = serde_json::from_slice(&read("results.json", 1 << 28)?)
         .with_context(|| format!("{}: invalid results.json", dir.display()))?;
-    Ok((status, results))
+    let proto = read("protocol.toml", 1 << 20)?;
+    let sha = crate::hash::sha256_bytes(&proto);
+    if sha != status.protocol_sha256 || sha != results.protocol_sha256 {
+        bail!(
+            "{}: protocol.toml (sha256 {sha}), run_status.json ({}) and results.json ({}) disagree",
+            dir.display(),
+            status.protocol_sha256,
+            results.protocol_sha256
+        );
+    }
+    let p: super::Protocol = std::str::from_utf8(&proto)
+        .ok()
+        .and_then(|t| toml::from_str(t).ok())
+        .with_context(|| format!("{}: protocol.toml does not parse", dir.display()))?;
+    if results.state != "complete" && status.state == "complete" {
+        bail!(
+            "{}: run_status.json says complete, results.json says {}",
+            dir.display(),
+            results.state
+        );
+    }
+    Ok((status, results, p.tolerances))
 }
 
 /// Compares the runs in `r1` and `r2`.
@@ -66,8 +96,21 @@ fn load(dir: &Path) -> Result<(RunStatus, Results)> {
 /// Errors: unreadable folders, a run that did not complete, or runs of different protocols
 /// (sha256 differs) — those are never compared.
 pub fn analyze(r1: &Path, r2: &Path) -> Result<Analysis> {
-    let (s1, a) = load(r1)?;
-    let (s2, b) = load(r2)?;
+    let (s1, a, tol1) = load(r1)?;
+    let (s2, b, _) = load(r2)?;
+    let same_dir = r1
+        .canonicalize()
+        .ok()
+        .is_some_and(|x| Some(x) == r2.canonicalize().ok());
+    if same_dir || (s1.started == s2.started && s1.pid == s2.pid && s1.operator == s2.operator) {
+        bail!(
+            "{} and {} are the same run (or copies of it: started {}, pid {}); reproduction needs two runs",
+            r1.display(),
+            r2.display(),
+            s1.started,
+            s1.pid
+        );
+    }
     for (s, d) in [(&s1, r1), (&s2, r2)] {
         if s.state != "complete" {
             bail!(
@@ -88,7 +131,8 @@ pub fn analyze(r1: &Path, r2: &Path) -> Result<Analysis> {
             b.protocol_sha256
         );
     }
-    let tol = &a.tolerances;
+    // Tolerances from the frozen protocol's bytes (sha256-checked), not from results.json.
+    let tol = &tol1;
     let mut rows = Vec::new();
     let models: BTreeSet<&String> = a.models.keys().chain(b.models.keys()).collect();
     for m in models {
@@ -102,17 +146,21 @@ pub fn analyze(r1: &Path, r2: &Path) -> Result<Analysis> {
             let x = qa.and_then(|q| q.get(n));
             let y = qb.and_then(|q| q.get(n));
             let meta = x.or(y).expect("name comes from one of the runs");
-            let kind = meta.kind;
+            // Kind and class from the name (the runner's naming), never from the file.
+            let known = expected_kind(n);
+            let (kind, class) = known.unwrap_or((Kind::NonDelta, Class::Quality));
             let tolerance = tolerance(tol, kind);
             let (deviation, verdict) = match (x, y) {
-                (Some(x), Some(y)) if kind == Kind::Reported => {
-                    let _ = (x, y);
-                    (None, "reported")
-                }
+                _ if known.is_none() => (None, "unknown"),
+                (Some(_), Some(_)) if kind == Kind::Reported => (None, "reported"),
                 (Some(x), Some(y)) => {
-                    let b1 = meta
+                    // A delta's baseline is the same measurement's baseline arm in run 1.
+                    let stem = n.split('[').next().unwrap_or("");
+                    let want = format!("{}[", stem.trim_start_matches("delta_"));
+                    let b1 = x
                         .baseline
                         .as_ref()
+                        .filter(|bn| bn.starts_with(&want))
                         .and_then(|bn| qa.and_then(|q| q.get(bn)))
                         .map(|q| q.value);
                     let d = deviation(kind, x.value, y.value, b1);
@@ -125,7 +173,7 @@ pub fn analyze(r1: &Path, r2: &Path) -> Result<Analysis> {
                 model: m.clone(),
                 quantity: n.clone(),
                 kind,
-                class: meta.class,
+                class,
                 unit: meta.unit.clone(),
                 run1: x.map(|q| q.value),
                 run2: y.map(|q| q.value),

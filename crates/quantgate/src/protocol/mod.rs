@@ -101,9 +101,9 @@ pub struct ModelSpec {
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Step {
     /// HF → baseline GGUF.
-    Convert,
+    Convert {},
     /// Baseline → every other arm.
-    Quantize,
+    Quantize {},
     /// The three gates on the named arms, with the protocol's `[thresholds]`.
     Verify { arms: Vec<String> },
     /// `eval ppl` on every arm; `text` names an input.
@@ -136,8 +136,8 @@ impl Step {
     /// The step's kind as written in the file.
     pub fn kind(&self) -> &'static str {
         match self {
-            Step::Convert => "convert",
-            Step::Quantize => "quantize",
+            Step::Convert {} => "convert",
+            Step::Quantize {} => "quantize",
             Step::Verify { .. } => "verify",
             Step::Ppl { .. } => "ppl",
             Step::Hellaswag { .. } => "hellaswag",
@@ -191,9 +191,25 @@ impl Loaded {
 /// Errors: unreadable file, invalid TOML, unknown or missing fields (named by the TOML parser),
 /// or every problem [`validate`] finds, listed together.
 pub fn load(path: &Path) -> Result<Loaded> {
+    crate::paths::ensure_regular_file(path)?;
+    let size = std::fs::metadata(path)?.len();
+    if size > 1 << 20 {
+        bail!(
+            "{}: {size} bytes; a protocol is a small TOML file (≤ 1 MiB)",
+            path.display()
+        );
+    }
     let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    parse(&bytes, path)
+}
+
+/// Parses and validates protocol `bytes` as if read from `path` (relative paths resolve
+/// against its folder).
+///
+/// Errors: as [`load`].
+pub fn parse(bytes: &[u8], path: &Path) -> Result<Loaded> {
     let text =
-        std::str::from_utf8(&bytes).with_context(|| format!("{}: not UTF-8", path.display()))?;
+        std::str::from_utf8(bytes).with_context(|| format!("{}: not UTF-8", path.display()))?;
     let protocol: Protocol =
         toml::from_str(text).with_context(|| format!("{}: invalid protocol", path.display()))?;
     let base = path
@@ -203,7 +219,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
         .to_path_buf();
     let loaded = Loaded {
         protocol,
-        sha256: crate::hash::sha256_bytes(&bytes),
+        sha256: crate::hash::sha256_bytes(bytes),
         path: path.to_path_buf(),
         base,
     };
@@ -301,16 +317,25 @@ pub fn validate(l: &Loaded) -> Vec<String> {
     if p.models.is_empty() {
         e.push("models: none".into());
     }
+    let mut model_names = std::collections::HashSet::new();
     for m in &p.models {
+        if !model_names.insert(m.name.as_str()) {
+            e.push(format!(
+                "models: name {:?} twice (their files would collide)",
+                m.name
+            ));
+        }
         validate_model(l, m, &mut e);
     }
+    validate_thresholds(p, &mut e);
     validate_steps(l, &mut e);
     e
 }
 
 fn validate_model(l: &Loaded, m: &ModelSpec, e: &mut Vec<String>) {
     let p = &l.protocol;
-    if m.name.is_empty()
+    if m.name.chars().all(|c| c == '.')
+        || m.name.is_empty()
         || !m
             .name
             .chars()
@@ -367,6 +392,35 @@ fn validate_model(l: &Loaded, m: &ModelSpec, e: &mut Vec<String>) {
     }
 }
 
+/// `[thresholds]`: exactly verify's names, numbers, cosines/agreements in [0, 1], KLD ≥ 0.
+fn validate_thresholds(p: &Protocol, e: &mut Vec<String>) {
+    let Some(t) = &p.thresholds else { return };
+    for k in t.keys() {
+        if !crate::verify::THRESHOLD_NAMES.contains(&k.as_str()) {
+            e.push(format!(
+                "thresholds.{k}: unknown (expected {})",
+                crate::verify::THRESHOLD_NAMES.join(", ")
+            ));
+        }
+    }
+    for name in crate::verify::THRESHOLD_NAMES {
+        let v = t
+            .get(*name)
+            .and_then(|x| x.as_float().or_else(|| x.as_integer().map(|i| i as f64)));
+        let ok = match v {
+            Some(v) if *name == "max_mean_kld" => v.is_finite() && v >= 0.0,
+            Some(v) => (0.0..=1.0).contains(&v),
+            None => false,
+        };
+        if !ok {
+            e.push(format!(
+                "thresholds.{name}: {:?} is not a number in range (cosines and agreements in [0, 1], KLD ≥ 0)",
+                t.get(*name).map(|x| x.to_string())
+            ));
+        }
+    }
+}
+
 fn validate_steps(l: &Loaded, e: &mut Vec<String>) {
     let p = &l.protocol;
     let pos = |k: &str| p.steps.iter().position(|s| s.kind() == k);
@@ -394,11 +448,7 @@ fn validate_steps(l: &Loaded, e: &mut Vec<String>) {
                     e.push("thresholds: a verify step needs [thresholds]".into());
                 }
                 for a in arms {
-                    if !p
-                        .models
-                        .iter()
-                        .all(|m| m.arms.iter().any(|x| x.eq_ignore_ascii_case(a)))
-                    {
+                    if !p.models.iter().all(|m| m.arms.iter().any(|x| x == a)) {
                         e.push(format!(
                             "steps.verify.arms: {a:?} is not an arm of every model"
                         ));
@@ -439,7 +489,7 @@ fn validate_steps(l: &Loaded, e: &mut Vec<String>) {
                     e.push("steps.bench: replicates ≥ 1 and n_prompt or n_gen ≥ 1".into());
                 }
             }
-            Step::Convert | Step::Quantize => {}
+            Step::Convert {} | Step::Quantize {} => {}
         }
     }
 }

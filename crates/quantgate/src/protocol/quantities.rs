@@ -64,6 +64,32 @@ impl Quantity {
 /// Quantities of one model, by name (`ppl[F16]`, `delta_ppl[Q4_K_M]`, …).
 pub type Quantities = BTreeMap<String, Quantity>;
 
+/// The kind and class a quantity's name implies (the runner's naming, `NAME[arm]`): `analyze`
+/// takes them from here, never from a results file. `None` for a name the runner never writes.
+pub fn expected_kind(name: &str) -> Option<(Kind, Class)> {
+    let stem = name.split('[').next()?;
+    if !name.ends_with(']') {
+        return None;
+    }
+    Some(match stem {
+        "ppl"
+        | "acc_norm"
+        | "mean_kld"
+        | "same_top_p"
+        | "file_bytes"
+        | "verify_go"
+        | "logits_min_cosine"
+        | "logits_top1_agreement"
+        | "logits_mean_kld"
+        | "vectors_min_cosine" => (Kind::NonDelta, Class::Quality),
+        s if s.starts_with("delta_") => (Kind::Delta, Class::Quality),
+        "load_ms" | "peak_rss_kib" => (Kind::NonDelta, Class::Performance),
+        s if s.ends_with("_ratio") => (Kind::Ratio, Class::Performance),
+        s if s.ends_with("_ts") => (Kind::Reported, Class::Performance),
+        _ => return None,
+    })
+}
+
 /// Relative deviation of run 2 from run 1 under `kind`'s rule; `b1` is the run-1 baseline
 /// value for deltas. Equal values deviate 0 (also 0/0); a zero denominator with unequal values
 /// deviates +∞; NaN anywhere gives NaN (never within tolerance).

@@ -180,6 +180,13 @@ pub fn run(protocol: &Path, run_dir: &Path, operator: &str) -> Result<Outcome> {
         &status_path,
         serde_json::to_string_pretty(&status)?.as_bytes(),
     )?;
+    // The exact bytes of the frozen protocol travel with the run: `analyze` takes the
+    // tolerances from them (checked against the sha256), never from results.json.
+    let bytes = std::fs::read(protocol)?;
+    if crate::hash::sha256_bytes(&bytes) != l.sha256 {
+        bail!("{}: changed while being read", protocol.display());
+    }
+    write_atomic(&run_dir.join("protocol.toml"), &bytes)?;
     let env: Environment = env::collect(l.protocol.settings.threads);
     let mut r = Runner {
         l: &l,
@@ -496,7 +503,7 @@ impl Runner<'_> {
         let model = m.name.as_str();
         let os = |s: &str| OsString::from(s);
         match s {
-            Step::Convert => {
+            Step::Convert {} => {
                 std::fs::create_dir_all(self.dir.join("models").join(model))
                     .map_err(|e| Failure::new("convert", e.to_string()))?;
                 let out = self.arm_path(model, &base);
@@ -511,7 +518,7 @@ impl Runner<'_> {
                 self.exec(&format!("convert-{model}-{base}"), args, &[0])?;
                 self.record_file(model, &base)?;
             }
-            Step::Quantize => {
+            Step::Quantize {} => {
                 for arm in m.arms.iter().skip(1) {
                     let args = vec![
                         os("quantize"),

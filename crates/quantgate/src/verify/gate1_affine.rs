@@ -112,20 +112,33 @@ pub fn check(
         ..Default::default()
     };
     let mut cov = Covered::default();
+    let packed = hf.tensors.iter().any(|t| {
+        t.dtype == crate::convert::hf::SourceDtype::U32
+            || t.name.ends_with(".scales")
+            || t.name.ends_with(".biases")
+    });
+    let mut config_error = false;
     let qc = match mlx::QuantConfig::from_config(&hf.config) {
         Ok(Some(q)) => q,
-        Ok(None) => return Ok((r, cov)),
+        Ok(None) if !packed => return Ok((r, cov)),
+        // Packed tensors without a quantization table: find() reports every module.
+        Ok(None) => mlx::QuantConfig::default(),
         Err(e) => {
+            config_error = true;
             blockers.push(Blocker::new(
                 1,
                 "source-quantization",
                 "config.json",
                 format!("{e:#}"),
             ));
-            return Ok((r, cov));
+            mlx::QuantConfig::default()
         }
     };
-    let (mods, bad) = mlx::find(hf, &qc);
+    let (mods, bad) = if config_error {
+        (Vec::new(), Vec::new())
+    } else {
+        mlx::find(hf, &qc)
+    };
     for (t, m) in &bad {
         blockers.push(Blocker::new(1, "source-quantization", t, m.clone()));
     }
@@ -139,15 +152,19 @@ pub fn check(
             cov.source_indices.insert(t.0);
         }
     }
-    for (t, _) in &bad {
-        if let Some(module) = t.rsplit_once('.').map(|x| x.0) {
-            if let Some(m) = arch::map_tensor(a, &format!("{module}.weight"))
-                .ok()
-                .flatten()
-            {
-                cov.gguf_names.insert(m.gguf);
-            }
+    // … and so are their GGUF tensors.
+    for &i in &cov.source_indices {
+        let n = &hf.tensors[i].name;
+        let module = n.rsplit_once('.').map_or(n.as_str(), |x| x.0);
+        if let Some(m) = arch::map_tensor(a, &format!("{module}.weight"))
+            .ok()
+            .flatten()
+        {
+            cov.gguf_names.insert(m.gguf);
         }
+    }
+    if config_error {
+        return Ok((r, cov));
     }
     r.modules = mods.len();
     let infos: HashMap<String, llama_runtime::CTensorInfo> = c

@@ -1,0 +1,78 @@
+//! Output-path guards: an output must never be one of the command's inputs (writing it would
+//! destroy the input, and a check comparing the output with "its source" would compare a file
+//! with itself), and must not be a folder.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use anyhow::{bail, Result};
+
+/// (device, inode) of an existing path, following symlinks.
+fn identity(p: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Errors if `output` is an existing folder, or the same file as any of `inputs` (by device and
+/// inode, so links and `a/../a` spellings count). A missing output is always distinct.
+pub fn ensure_output_distinct(output: &Path, inputs: &[&Path]) -> Result<()> {
+    if output.is_dir() {
+        bail!("{}: output is a folder; give a file path", output.display());
+    }
+    let Some(out_id) = identity(output) else {
+        return Ok(());
+    };
+    for i in inputs {
+        if identity(i) == Some(out_id) {
+            bail!(
+                "{}: output is the input {}; refusing to overwrite an input",
+                output.display(),
+                i.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Every regular file directly inside `dir` (the files a conversion may read).
+pub fn files_in(dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Errors unless `p` is a regular file (after symlinks): FIFOs, devices and folders would
+/// block or never end when read.
+pub fn ensure_regular_file(p: &Path) -> Result<()> {
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => bail!("{}: not a regular file", p.display()),
+        Err(e) => bail!("{}: {e}", p.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_file_by_any_spelling_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a.gguf");
+        std::fs::write(&a, b"x").unwrap();
+        let b = d.path().join("b.gguf");
+        assert!(ensure_output_distinct(&b, &[&a]).is_ok());
+        let alias = d.path().join("sub/../a.gguf");
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        assert!(ensure_output_distinct(&alias, &[&a]).is_err());
+        std::os::unix::fs::symlink(&a, &b).unwrap();
+        assert!(ensure_output_distinct(&b, &[&a]).is_err());
+        assert!(ensure_output_distinct(d.path(), &[&a]).is_err());
+        assert!(ensure_regular_file(Path::new("/dev/zero")).is_err());
+        assert!(ensure_regular_file(&a).is_ok());
+    }
+}
