@@ -98,6 +98,17 @@ fn load(dir: &Path) -> Result<(RunStatus, Results, super::Tolerances)> {
 pub fn analyze(r1: &Path, r2: &Path) -> Result<Analysis> {
     let (s1, a, tol1) = load(r1)?;
     let (s2, b, _) = load(r2)?;
+    for (s, d) in [(&s1, r1), (&s2, r2)] {
+        if s.state != "complete" {
+            bail!(
+                "{}: run is {} (step {}, {}); only complete runs are compared",
+                d.display(),
+                s.state,
+                s.step.as_deref().unwrap_or("-"),
+                s.reason.as_deref().unwrap_or("-")
+            );
+        }
+    }
     let same_dir = r1
         .canonicalize()
         .ok()
@@ -110,17 +121,6 @@ pub fn analyze(r1: &Path, r2: &Path) -> Result<Analysis> {
             s1.started,
             s1.pid
         );
-    }
-    for (s, d) in [(&s1, r1), (&s2, r2)] {
-        if s.state != "complete" {
-            bail!(
-                "{}: run is {} (step {}, {}); only complete runs are compared",
-                d.display(),
-                s.state,
-                s.step.as_deref().unwrap_or("-"),
-                s.reason.as_deref().unwrap_or("-")
-            );
-        }
     }
     if a.protocol_sha256 != b.protocol_sha256 || s1.protocol_sha256 != a.protocol_sha256 {
         bail!(
