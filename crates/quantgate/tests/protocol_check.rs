@@ -77,6 +77,25 @@ fn defects_are_refused_with_the_field_named() {
     assert!(err(|t| t.replace("[ceilings]", "[ceilings]\nmemory = 1")).contains("memory"));
     assert!(err(|t| t.replace("quality-first-v1", "anything-goes")).contains("decision.rule"));
     assert!(err(|t| t.replace("2026-11-30", "yesterday")).contains("protocol.frozen"));
+    assert!(err(|t| t.replace("2026-11-30", "9999-99-99")).contains("protocol.frozen"));
+    assert!(
+        err(|t| t.replace("replicates = 2", "replicates = 1000000000")).contains("steps.bench")
+    );
+    assert!(err(|t| t.replace("tasks = 20", "tasks = 1000000000000")).contains("steps.hellaswag"));
+    assert!(err(|t| t.replace(
+        "kind = \"convert\"",
+        "kind = \"convert\"\narms = [\"BF16\"]"
+    ))
+    .contains("unknown field `arms`"));
+    assert!(
+        err(|t| t.replace("arms = [\"F16\"]", "arms = [\"f16\"]")).contains("steps.verify.arms")
+    );
+    assert!(err(|t| t.replace("min_cosine = 0.99", "min_cosine = -1.0"))
+        .contains("thresholds.min_cosine"));
+    assert!(
+        err(|t| t.replace("min_cosine = 0.99", "min_cosine = 0.99\nmin_cosinex = 0.5"))
+            .contains("thresholds.min_cosinex: unknown")
+    );
     assert!(err(|t| t.replace(
         "sha256 = \"173c87a53759e0201f33e0ccf978e510c2042d7f2cb78229d9a50d79b9e7dd08\"",
         "sha256 = \"173C87\""

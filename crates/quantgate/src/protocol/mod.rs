@@ -22,6 +22,12 @@ use serde::{Deserialize, Serialize};
 /// naming exactly what reproduced and what did not.
 pub const DECISION_RULE: &str = "quality-first-v1";
 
+/// Largest context (tokens) a step may ask for; the model's own training context is checked
+/// at run time.
+const MAX_CTX: usize = 1 << 20;
+/// Largest count of chunks or tasks a step may ask for.
+const MAX_COUNT: usize = 1 << 20;
+
 /// `[protocol]`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -258,7 +264,12 @@ pub fn validate(l: &Loaded) -> Vec<String> {
                 b.is_ascii_digit()
             }
         });
-    if !date_ok {
+    let month = f.get(5..7).and_then(|m| m.parse::<u32>().ok()).unwrap_or(0);
+    let day = f
+        .get(8..10)
+        .and_then(|d| d.parse::<u32>().ok())
+        .unwrap_or(0);
+    if !date_ok || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
         e.push(format!("protocol.frozen: {f:?} is not YYYY-MM-DD"));
     }
     if p.settings.threads < 1 {
@@ -270,7 +281,7 @@ pub fn validate(l: &Loaded) -> Vec<String> {
             p.settings.seed
         ));
     }
-    if p.settings.n_ubatch == 0 {
+    if p.settings.n_ubatch == 0 || p.settings.n_ubatch > MAX_CTX as u32 {
         e.push("settings.n_ubatch: 0".into());
     }
     for (k, v) in [("wall_s", p.ceilings.wall_s), ("cpu_s", p.ceilings.cpu_s)] {
@@ -457,14 +468,14 @@ fn validate_steps(l: &Loaded, e: &mut Vec<String>) {
             }
             Step::Ppl { text, ctx, chunks } => {
                 need_input(l, "ppl.text", text, e);
-                if *ctx < 16 || *chunks == 0 {
-                    e.push("steps.ppl: ctx ≥ 16 and chunks ≥ 1".into());
+                if *ctx < 16 || *ctx as usize > MAX_CTX || *chunks == 0 || *chunks > MAX_COUNT {
+                    e.push("steps.ppl: 16 ≤ ctx ≤ 2^20 and 1 ≤ chunks ≤ 2^20".into());
                 }
             }
             Step::Kld { text, ctx, chunks } => {
                 need_input(l, "kld.text", text, e);
-                if *ctx < 16 || *chunks == 0 {
-                    e.push("steps.kld: ctx ≥ 16 and chunks ≥ 1".into());
+                if *ctx < 16 || *ctx as usize > MAX_CTX || *chunks == 0 || *chunks > MAX_COUNT {
+                    e.push("steps.kld: 16 ≤ ctx ≤ 2^20 and 1 ≤ chunks ≤ 2^20".into());
                 }
                 if !p.models.iter().any(|m| m.arms.len() > 1) {
                     e.push("steps.kld: needs a quantized arm to compare".into());
@@ -476,8 +487,8 @@ fn validate_steps(l: &Loaded, e: &mut Vec<String>) {
                 ctx,
             } => {
                 need_input(l, "hellaswag.tasks_file", tasks_file, e);
-                if *tasks == 0 || *ctx < 64 {
-                    e.push("steps.hellaswag: tasks ≥ 1 and ctx ≥ 64".into());
+                if *tasks == 0 || *tasks > MAX_COUNT || *ctx < 64 || *ctx as usize > MAX_CTX {
+                    e.push("steps.hellaswag: 1 ≤ tasks ≤ 2^20 and 64 ≤ ctx ≤ 2^20".into());
                 }
             }
             Step::Bench {
@@ -485,8 +496,16 @@ fn validate_steps(l: &Loaded, e: &mut Vec<String>) {
                 n_gen,
                 replicates,
             } => {
-                if *replicates == 0 || (*n_prompt == 0 && *n_gen == 0) {
-                    e.push("steps.bench: replicates ≥ 1 and n_prompt or n_gen ≥ 1".into());
+                if *replicates == 0
+                    || *replicates > 1000
+                    || (*n_prompt == 0 && *n_gen == 0)
+                    || *n_prompt > MAX_CTX
+                    || *n_gen > MAX_CTX
+                {
+                    e.push(
+                        "steps.bench: 1 ≤ replicates ≤ 1000, n_prompt or n_gen ≥ 1, each ≤ 2^20"
+                            .into(),
+                    );
                 }
             }
             Step::Convert {} | Step::Quantize {} => {}
