@@ -474,7 +474,7 @@ fn validate_steps(l: &Loaded, e: &mut Vec<String>) {
             }
             Step::Kld { text, ctx, chunks } => {
                 need_input(l, "kld.text", text, e);
-                if *ctx < 16 || *ctx as usize > MAX_CTX || *chunks == 0 || *chunks > MAX_COUNT {
+                if *ctx < 16 || *ctx > MAX_CTX || *chunks == 0 || *chunks > MAX_COUNT {
                     e.push("steps.kld: 16 ≤ ctx ≤ 2^20 and 1 ≤ chunks ≤ 2^20".into());
                 }
                 if !p.models.iter().any(|m| m.arms.len() > 1) {
