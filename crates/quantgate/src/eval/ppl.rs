@@ -72,6 +72,21 @@ pub fn check_ctx(model: &Model, path: &Path, n_ctx: usize) -> Result<()> {
     Ok(())
 }
 
+/// PPL = exp(mean nll) and its delta-method standard error from the sums of nll and nll² over
+/// `count` scored tokens, as llama-perplexity prints them.
+///
+/// Errors: a non-positive variance (llama-perplexity's "Unexpected negative standard
+/// deviation"), e.g. from NaN logits or a single scored token.
+pub fn ppl_and_se(sum: f64, sum2: f64, count: usize) -> Result<(f64, f64)> {
+    let mean = sum / count as f64;
+    let var = sum2 / count as f64 - mean * mean;
+    if var.is_nan() || var <= 0.0 {
+        bail!("Unexpected negative standard deviation of log(prob)");
+    }
+    let se = (var / (count as f64 - 1.0)).sqrt();
+    Ok((mean.exp(), se * mean.exp()))
+}
+
 /// Negative log-likelihood of token `y` under `logits` (llama-perplexity's `log_softmax`).
 pub fn nll(logits: &[f32], y: usize) -> f64 {
     let max = logits.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v));
@@ -138,15 +153,10 @@ pub fn perplexity(
         progress(i + 1, n_chunk, ppl);
     }
     let secs = t1.elapsed().as_secs_f64();
-    let mean = sum / count as f64;
-    let var = sum2 / count as f64 - mean * mean;
-    if var.is_nan() || var <= 0.0 {
-        bail!("Unexpected negative standard deviation of log(prob)");
-    }
-    let se = (var / (count as f64 - 1.0)).sqrt();
+    let (ppl, ppl_se) = ppl_and_se(sum, sum2, count)?;
     Ok(PplResult {
-        ppl: mean.exp(),
-        ppl_se: se * mean.exp(),
+        ppl,
+        ppl_se,
         chunks: n_chunk,
         scored_tokens: count,
         text_tokens: tokens.len(),

@@ -91,15 +91,10 @@ pub fn reference_perplexity(
         }
         progress(i + 1, n_chunk);
     }
-    let mean = sum / count as f64;
-    let var = sum2 / count as f64 - mean * mean;
-    if var.is_nan() || var <= 0.0 {
-        bail!("Unexpected negative standard deviation of log(prob)");
-    }
-    let se = (var / (count as f64 - 1.0)).sqrt();
+    let (ppl, ppl_se) = super::ppl::ppl_and_se(sum, sum2, count)?;
     Ok(RefPplResult {
-        ppl: mean.exp(),
-        ppl_se: se * mean.exp(),
+        ppl,
+        ppl_se,
         chunks: n_chunk,
         scored_tokens: count,
         text_tokens: tokens.len(),
