@@ -269,8 +269,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     "quantized {} → {} as {} in {:.2} s: {} bytes; types {:?}",
                     r.input, r.output, r.ftype, r.seconds, r.file_bytes, hist
                 );
-                for f in &r.fallbacks {
+                // Every fallback is in --json; the text shows a count and the first few.
+                for f in r.fallbacks.iter().take(3) {
                     println!("fallback: {f}");
+                }
+                if r.fallbacks.len() > 3 {
+                    println!(
+                        "fallback: … {} tensors in all (--json lists each)",
+                        r.fallbacks.len()
+                    );
                 }
                 for t in g.tensors.iter().filter(|t| !t.identical) {
                     println!(

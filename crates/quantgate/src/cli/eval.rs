@@ -337,9 +337,11 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
             }
             check_args(threads, &refs(&json_outputs(&json)?), &refs(&models))?;
             let rows = bench::run(&models, n_prompt, n_gen, reps, threads)?;
+            let n_ctx = (n_prompt.max(n_gen) as u32).div_ceil(256) * 256;
             println!(
-                "runtime: {} · threads {threads} · n_batch 2048 · n_ubatch 512 · KV F16",
-                llama_runtime::build_info()
+                "runtime: {} · threads {threads} · n_ctx {n_ctx} · n_batch {} · n_ubatch 512 · KV F16",
+                llama_runtime::build_info(),
+                2048.min(n_ctx)
             );
             println!("| model | size | test | t/s |\n|---|---:|---|---:|");
             for r in &rows {
@@ -367,7 +369,6 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
                         .collect::<Vec<_>>()
                 );
             }
-            let n_ctx = (n_prompt.max(n_gen) as u32).div_ceil(256) * 256;
             let s = RunSettings {
                 threads,
                 n_ctx,

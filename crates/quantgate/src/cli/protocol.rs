@@ -75,11 +75,20 @@ pub fn analyze(r1: PathBuf, r2: PathBuf, out: Option<PathBuf>) -> anyhow::Result
         judged,
         out.display()
     );
+    let num = |v: Option<f64>| v.map_or("—".to_string(), |x| format!("{x:.6}"));
     for r in &an.rows {
-        if r.verdict != "pass" {
+        if r.verdict == "fail" || r.verdict == "missing" || r.verdict == "unknown" {
             println!(
-                "{} {}: run1 {:?} run2 {:?} deviation {:?} tolerance {:?} → {}",
-                r.model, r.quantity, r.run1, r.run2, r.deviation, r.tolerance, r.verdict
+                "{} {}: run 1 {} · run 2 {} · deviation {} · tolerance {} → {}",
+                r.model,
+                r.quantity,
+                num(r.run1),
+                num(r.run2),
+                r.deviation
+                    .map_or("—".to_string(), |d| format!("{:.4}%", 100.0 * d)),
+                r.tolerance
+                    .map_or("—".to_string(), |t| format!("{:.2}%", 100.0 * t)),
+                r.verdict
             );
         }
     }

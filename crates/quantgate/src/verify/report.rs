@@ -34,10 +34,13 @@ pub fn markdown(r: &VerifyReport) -> String {
     let _ = writeln!(s, "- quantgate {} · runtime {}", r.quantgate, r.llama_cpp);
     let _ = writeln!(
         s,
-        "- thresholds (sha256 {}): min cosine {}, min top-1 agreement {}",
+        "- thresholds (sha256 {}): vectors min cosine {}, min top-1 agreement {}; logits min cosine {}, min argmax agreement {}, max mean KLD {}",
         &r.thresholds_sha256[..16],
         r.thresholds.min_cosine,
-        r.thresholds.min_top1_agreement
+        r.thresholds.min_top1_agreement,
+        r.thresholds.min_logits_cosine,
+        r.thresholds.min_logits_top1_agreement,
+        r.thresholds.max_mean_kld
     );
     let _ = writeln!(s, "- llama.cpp context: {}\n", r.llama_context);
     let _ = writeln!(s, "## Inputs\n\n| file | sha256 |\n|---|---|");
