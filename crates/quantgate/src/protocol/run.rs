@@ -435,6 +435,39 @@ impl Runner<'_> {
         }
     }
 
+    /// The resolved path of the input named `name` (validated by `protocol check`).
+    fn input_path(&self, name: &str) -> PathBuf {
+        self.l.resolve(
+            &self
+                .l
+                .input(name)
+                .map(|i| i.path.clone())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// Runs `quantgate eval SUB ARGS… -t THREADS --json steps/LABEL.json` as step `label` and
+    /// returns its receipt and JSON record.
+    fn eval_step(
+        &mut self,
+        label: &str,
+        sub: &str,
+        args: Vec<OsString>,
+    ) -> Result<(StepReceipt, serde_json::Value), Failure> {
+        let json = self.dir.join("steps").join(format!("{label}.json"));
+        let mut all = vec![OsString::from("eval"), OsString::from(sub)];
+        all.extend(args);
+        all.extend([
+            OsString::from("-t"),
+            OsString::from(self.l.protocol.settings.threads.to_string()),
+            OsString::from("--json"),
+            json.clone().into(),
+        ]);
+        let rc = self.exec(label, all, &[0])?;
+        let v = self.read_json(label, &json)?;
+        Ok((rc, v))
+    }
+
     fn put(&mut self, model: &str, name: String, q: Quantity) {
         self.results
             .models
@@ -579,19 +612,10 @@ impl Runner<'_> {
                 }
             }
             Step::Ppl { text, ctx, chunks } => {
-                let text_p = self.l.resolve(
-                    &self
-                        .l
-                        .input(text)
-                        .map(|i| i.path.clone())
-                        .unwrap_or_default(),
-                );
+                let text_p = self.input_path(text);
                 for arm in &m.arms {
                     let label = format!("ppl-{model}-{arm}");
-                    let json = self.dir.join("steps").join(format!("{label}.json"));
                     let args = vec![
-                        os("eval"),
-                        os("ppl"),
                         self.arm_path(model, arm).into(),
                         os("-f"),
                         text_p.clone().into(),
@@ -599,15 +623,10 @@ impl Runner<'_> {
                         os(&ctx.to_string()),
                         os("--chunks"),
                         os(&chunks.to_string()),
-                        os("-t"),
-                        os(&t),
                         os("--ubatch"),
                         os(&set.n_ubatch.to_string()),
-                        os("--json"),
-                        json.clone().into(),
                     ];
-                    let rc = self.exec(&label, args, &[0])?;
-                    let v = self.read_json(&label, &json)?;
+                    let (rc, v) = self.eval_step(&label, "ppl", args)?;
                     let mut q = Quantity::new(
                         Self::num(&label, &v, "/result/ppl")?,
                         Kind::NonDelta,
@@ -638,19 +657,10 @@ impl Runner<'_> {
                 tasks,
                 ctx,
             } => {
-                let f = self.l.resolve(
-                    &self
-                        .l
-                        .input(tasks_file)
-                        .map(|i| i.path.clone())
-                        .unwrap_or_default(),
-                );
+                let f = self.input_path(tasks_file);
                 for arm in &m.arms {
                     let label = format!("hellaswag-{model}-{arm}");
-                    let json = self.dir.join("steps").join(format!("{label}.json"));
                     let args = vec![
-                        os("eval"),
-                        os("hellaswag"),
                         self.arm_path(model, arm).into(),
                         os("-f"),
                         f.clone().into(),
@@ -658,13 +668,8 @@ impl Runner<'_> {
                         os(&tasks.to_string()),
                         os("-c"),
                         os(&ctx.to_string()),
-                        os("-t"),
-                        os(&t),
-                        os("--json"),
-                        json.clone().into(),
                     ];
-                    let rc = self.exec(&label, args, &[0])?;
-                    let v = self.read_json(&label, &json)?;
+                    let (rc, v) = self.eval_step(&label, "hellaswag", args)?;
                     self.put(
                         model,
                         format!("acc_norm[{arm}]"),
@@ -687,23 +692,14 @@ impl Runner<'_> {
                 }
             }
             Step::Kld { text, ctx, chunks } => {
-                let text_p = self.l.resolve(
-                    &self
-                        .l
-                        .input(text)
-                        .map(|i| i.path.clone())
-                        .unwrap_or_default(),
-                );
+                let text_p = self.input_path(text);
                 let logits = self
                     .dir
                     .join("models")
                     .join(model)
                     .join(format!("{base}.logits"));
                 let label = format!("kld-base-{model}-{base}");
-                let json = self.dir.join("steps").join(format!("{label}.json"));
                 let args = vec![
-                    os("eval"),
-                    os("kld-base"),
                     self.arm_path(model, &base).into(),
                     os("-f"),
                     text_p.into(),
@@ -713,12 +709,8 @@ impl Runner<'_> {
                     os(&ctx.to_string()),
                     os("--chunks"),
                     os(&chunks.to_string()),
-                    os("-t"),
-                    os(&t),
-                    os("--json"),
-                    json.into(),
                 ];
-                let rc = self.exec(&label, args, &[0])?;
+                let (rc, _) = self.eval_step(&label, "kld-base", args)?;
                 self.perf(
                     model,
                     format!("peak_rss_kib[kld-base,{base}]"),
@@ -727,20 +719,12 @@ impl Runner<'_> {
                 );
                 for arm in m.arms.iter().skip(1) {
                     let label = format!("kld-{model}-{arm}");
-                    let json = self.dir.join("steps").join(format!("{label}.json"));
                     let args = vec![
-                        os("eval"),
-                        os("kld"),
                         self.arm_path(model, arm).into(),
                         os("--base"),
                         logits.clone().into(),
-                        os("-t"),
-                        os(&t),
-                        os("--json"),
-                        json.clone().into(),
                     ];
-                    let rc = self.exec(&label, args, &[0])?;
-                    let v = self.read_json(&label, &json)?;
+                    let (rc, v) = self.eval_step(&label, "kld", args)?;
                     let mut q = Quantity::new(
                         Self::num(&label, &v, "/result/mean_kld")?,
                         Kind::NonDelta,
@@ -771,13 +755,11 @@ impl Runner<'_> {
                 replicates,
             } => {
                 let label = format!("bench-{model}");
-                let json = self.dir.join("steps").join(format!("{label}.json"));
-                let mut args = vec![os("eval"), os("bench")];
-                args.extend(
-                    m.arms
-                        .iter()
-                        .map(|a| self.arm_path(model, a).into_os_string()),
-                );
+                let mut args: Vec<OsString> = m
+                    .arms
+                    .iter()
+                    .map(|a| self.arm_path(model, a).into_os_string())
+                    .collect();
                 args.extend([
                     os("-p"),
                     os(&n_prompt.to_string()),
@@ -785,13 +767,8 @@ impl Runner<'_> {
                     os(&n_gen.to_string()),
                     os("-r"),
                     os(&replicates.to_string()),
-                    os("-t"),
-                    os(&t),
-                    os("--json"),
-                    json.clone().into(),
                 ]);
-                let rc = self.exec(&label, args, &[0])?;
-                let v = self.read_json(&label, &json)?;
+                let (rc, v) = self.eval_step(&label, "bench", args)?;
                 let arm_of = |path: &str| {
                     m.arms
                         .iter()
