@@ -120,17 +120,7 @@ fn quantize_q4_k_m_and_q8_0_load_in_llama_cpp_and_report_fallbacks() {
     let hf =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/hf/SmolLM2-135M-Instruct");
     let dir = tempfile::tempdir().unwrap();
-    let f16 = dir.path().join("f16.gguf");
-    convert::convert(
-        &hf,
-        &f16,
-        &ConvertOptions {
-            outtype: OutType::F16,
-            vocab_only: false,
-            fallback: None,
-        },
-    )
-    .unwrap();
+    let f16 = convert_f16(&hf, dir.path());
     for (ty, base) in [("Q4_K_M", "Q4_K"), ("Q8_0", "Q8_0")] {
         let out = dir.path().join(format!("{ty}.gguf"));
         let r = quantgate::quantize::quantize(&f16, &out, ty, 2).unwrap();
@@ -205,17 +195,7 @@ fn kld_of_f16_against_itself_is_zero_and_q4_k_m_is_not() {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/hf/SmolLM2-135M-Instruct");
     let wiki = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/wiki.test.raw");
     let dir = tempfile::tempdir().unwrap();
-    let f16 = dir.path().join("f16.gguf");
-    convert::convert(
-        &hf,
-        &f16,
-        &ConvertOptions {
-            outtype: OutType::F16,
-            vocab_only: false,
-            fallback: None,
-        },
-    )
-    .unwrap();
+    let f16 = convert_f16(&hf, dir.path());
     let q4 = dir.path().join("q4_k_m.gguf");
     quantgate::quantize::quantize(&f16, &q4, "Q4_K_M", 2).unwrap();
     let base = dir.path().join("f16.logits");
@@ -262,4 +242,20 @@ fn kld_records_round_trip_within_half_a_step() {
             );
         }
     }
+}
+
+/// Converts `hf` to `DIR/f16.gguf` (F16) and returns the path.
+fn convert_f16(hf: &std::path::Path, dir: &std::path::Path) -> PathBuf {
+    let f16 = dir.join("f16.gguf");
+    convert::convert(
+        hf,
+        &f16,
+        &ConvertOptions {
+            outtype: OutType::F16,
+            vocab_only: false,
+            fallback: None,
+        },
+    )
+    .unwrap();
+    f16
 }

@@ -8,7 +8,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
-use llama_runtime::{Context, ContextParams, Model};
+use llama_runtime::Model;
 use serde::Serialize;
 
 const MAGIC: &[u8; 8] = b"_logits_";
@@ -53,31 +53,6 @@ pub fn decode_record(r: &[u16], n_vocab: usize) -> Vec<f32> {
         .iter()
         .map(|q| scale * *q as f32 + min_log_prob)
         .collect()
-}
-
-fn chunks_of(
-    model: &Model,
-    tokens: &[i32],
-    n_ctx: usize,
-    n_chunk: usize,
-    threads: i32,
-    mut f: impl FnMut(usize, &[Vec<f32>]) -> Result<()>,
-) -> Result<()> {
-    let mut ctx = Context::new(
-        model,
-        ContextParams::logits(n_ctx as u32, 512.min(n_ctx as u32), threads),
-    )?;
-    let first = n_ctx / 2;
-    for i in 0..n_chunk {
-        crate::interrupt::check()?;
-        let mut chunk = tokens[i * n_ctx..(i + 1) * n_ctx].to_vec();
-        if model.add_bos() {
-            chunk[0] = model.bos();
-        }
-        let logits = ctx.logits_from(&chunk, first)?;
-        f(i, &logits[..n_ctx - 1 - first])?;
-    }
-    Ok(())
 }
 
 /// What the base run wrote.
@@ -133,7 +108,7 @@ pub fn write_base(
         w.write_all(&t.to_le_bytes())?;
     }
     let mut rec = Vec::new();
-    chunks_of(&model, &tokens, n_ctx, n_chunk, threads, |i, rows| {
+    super::ppl::scored_chunks(&model, &tokens, n_ctx, n_chunk, 512, threads, |i, rows| {
         for l in rows {
             rec.clear();
             encode_record(l, &mut rec);
@@ -260,7 +235,7 @@ pub fn compare(
     let (mut s_kld, mut s_kld2, mut s_dp2, mut n_same, mut count) =
         (0f64, 0f64, 0f64, 0usize, 0usize);
     let mut klds: Vec<f32> = Vec::new();
-    chunks_of(&model, &tokens, n_ctx, n_chunk, threads, |ci, rows| {
+    super::ppl::scored_chunks(&model, &tokens, n_ctx, n_chunk, 512, threads, |ci, rows| {
         let first = n_ctx / 2;
         for (k, l) in rows.iter().enumerate() {
             r.read_exact(&mut rec)

@@ -72,6 +72,39 @@ pub fn check_ctx(model: &Model, path: &Path, n_ctx: usize) -> Result<()> {
     Ok(())
 }
 
+/// llama-perplexity's chunk loop, shared by `ppl` and `kld`: chunk `i` is
+/// `tokens[i·n_ctx .. (i+1)·n_ctx]` with its first token replaced by BOS when the vocab adds BOS,
+/// decoded in one context (`n_ctx`, `n_ubatch`, KV F16); `f(i, rows)` gets the logits of the
+/// scored positions `n_ctx/2 .. n_ctx−1` (row k predicts token `i·n_ctx + n_ctx/2 + k + 1`),
+/// each `n_vocab` floats. Stops between chunks on SIGINT/SIGTERM.
+///
+/// Errors: a failed context or decode, an interrupt, or whatever `f` returns.
+pub fn scored_chunks(
+    model: &Model,
+    tokens: &[i32],
+    n_ctx: usize,
+    n_chunk: usize,
+    n_ubatch: usize,
+    threads: i32,
+    mut f: impl FnMut(usize, &[Vec<f32>]) -> Result<()>,
+) -> Result<()> {
+    let mut ctx = Context::new(
+        model,
+        ContextParams::logits(n_ctx as u32, n_ubatch.min(n_ctx) as u32, threads),
+    )?;
+    let first = n_ctx / 2;
+    for i in 0..n_chunk {
+        crate::interrupt::check()?;
+        let mut chunk = tokens[i * n_ctx..(i + 1) * n_ctx].to_vec();
+        if model.add_bos() {
+            chunk[0] = model.bos();
+        }
+        let logits = ctx.logits_from(&chunk, first)?;
+        f(i, &logits[..n_ctx - 1 - first])?;
+    }
+    Ok(())
+}
+
 /// PPL = exp(mean nll) and its delta-method standard error from the sums of nll and nll² over
 /// `count` scored tokens, as llama-perplexity prints them.
 ///
@@ -126,32 +159,32 @@ pub fn perplexity(
     }
     let n_chunk_max = tokens.len() / n_ctx;
     let n_chunk = p.chunks.map_or(n_chunk_max, |c| c.min(n_chunk_max));
-    let mut ctx = Context::new(
-        &model,
-        ContextParams::logits(p.n_ctx, p.n_ubatch.min(p.n_ctx), p.threads),
-    )?;
     let first = n_ctx / 2;
     let (mut count, mut sum, mut sum2) = (0usize, 0f64, 0f64);
     let mut running = Vec::with_capacity(n_chunk);
     let t1 = Instant::now();
-    for i in 0..n_chunk {
-        crate::interrupt::check()?;
-        let mut chunk = tokens[i * n_ctx..(i + 1) * n_ctx].to_vec();
-        if model.add_bos() {
-            chunk[0] = model.bos();
-        }
-        let logits = ctx.logits_from(&chunk, first)?;
-        for j in first..n_ctx - 1 {
-            let y = tokens[i * n_ctx + j + 1] as usize;
-            let v = nll(&logits[j - first], y);
-            sum += v;
-            sum2 += v * v;
-            count += 1;
-        }
-        let ppl = (sum / count as f64).exp();
-        running.push(ppl);
-        progress(i + 1, n_chunk, ppl);
-    }
+    let n_ubatch = p.n_ubatch as usize;
+    scored_chunks(
+        &model,
+        &tokens,
+        n_ctx,
+        n_chunk,
+        n_ubatch,
+        p.threads,
+        |i, rows| {
+            for (k, l) in rows.iter().enumerate() {
+                let y = tokens[i * n_ctx + first + k + 1] as usize;
+                let v = nll(l, y);
+                sum += v;
+                sum2 += v * v;
+                count += 1;
+            }
+            let ppl = (sum / count as f64).exp();
+            running.push(ppl);
+            progress(i + 1, n_chunk, ppl);
+            Ok(())
+        },
+    )?;
     let secs = t1.elapsed().as_secs_f64();
     let (ppl, ppl_se) = ppl_and_se(sum, sum2, count)?;
     Ok(PplResult {
