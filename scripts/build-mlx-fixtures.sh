@@ -8,7 +8,7 @@
 # Source: .cache/hf/SmolLM2-135M-Instruct (scripts/build-smollm2-fixture.sh; run here if missing).
 # Environment: .cache/venv-mlx, mlx[cpu]==0.32.4 + mlx-lm==0.32.2 and their whole dependency
 # closure, every wheel pinned by sha256 in scripts/mlx-requirements.txt (cp311/cp312/cp313,
-# Linux x86_64, glibc >= 2.35). Wheels are downloaded with hash checking into .cache/wheels/mlx
+# Linux x86_64, glibc >= 2.35). Wheels are downloaded with hash checking into ~/.cache/quantgate/wheels/mlx
 # and installed from there with --no-index, so a rebuild of the venv works offline.
 # Tokenizer files: mlx-lm 0.32.2 re-serializes tokenizer.json/tokenizer_config.json through
 # transformers 5 (which rewrites the pre_tokenizer, drops the Digits split, adds a
@@ -31,7 +31,7 @@ MLX_LM_VERSION=0.32.2
 #   5c0991248cfff5872503d74f466d2532dd8cb7fb3670cb9be7a06d7305dadc04  mlx_lm-0.32.2-py3-none-any.whl
 req=scripts/mlx-requirements.txt
 venv=.cache/venv-mlx
-wheels=.cache/wheels/mlx
+wheels="${QUANTGATE_CACHE:-$HOME/.cache/quantgate}/wheels/mlx"   # outside the clone: CI reuses it
 src=.cache/hf/SmolLM2-135M-Instruct
 name=SmolLM2-135M-Instruct
 verify=0

