@@ -2,10 +2,11 @@
 //!
 //! Block layouts per `ggml/src/ggml-common.h` (`block_q4_0` … `block_q8_K`); formulas per the
 //! `dequantize_row_*` functions of `ggml/src/ggml-quants.c` (summarised in
-//! `../shared/docs/llamacpp-spec.md` §5.1). The order of float operations follows those
+//! `docs/llamacpp-spec.md` §5.1). The order of float operations follows those
 //! formulas exactly (e.g. Q4_K is `(d·sc)·q − (dmin·m)`, Q6_K is `(d·sc)·q`) so that results are
 //! bit-identical to ggml's `to_float`; Rust never contracts a·b+c into an FMA.
 
+use crate::blocks::*;
 use crate::types::GgmlType;
 
 /// Why a buffer could not be dequantized.
@@ -17,9 +18,13 @@ pub enum DequantError {
     /// `n` is not a multiple of the block size, or the byte count does not match `n`.
     #[error("{ty}: {n} elements need {need} bytes, got {got}")]
     Size {
+        /// The ggml type being dequantized.
         ty: GgmlType,
+        /// Elements requested (`out.len()`).
         n: usize,
+        /// Bytes `n` elements take: `n / ggml_blck_size · ggml_type_size` (whole blocks only).
         need: usize,
+        /// Bytes given (`src.len()`).
         got: usize,
     },
 }
@@ -82,17 +87,17 @@ pub fn dequantize(ty: GgmlType, src: &[u8], out: &mut [f32]) -> Result<(), Dequa
                 *y = f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16);
             }
         }
-        GgmlType::Q4_0 => blocks::<18, 32>(src, out, q4_0),
-        GgmlType::Q4_1 => blocks::<20, 32>(src, out, q4_1),
-        GgmlType::Q5_0 => blocks::<22, 32>(src, out, q5_0),
-        GgmlType::Q5_1 => blocks::<24, 32>(src, out, q5_1),
-        GgmlType::Q8_0 => blocks::<34, 32>(src, out, q8_0),
-        GgmlType::Q2_K => blocks::<84, 256>(src, out, q2_k),
-        GgmlType::Q3_K => blocks::<110, 256>(src, out, q3_k),
-        GgmlType::Q4_K => blocks::<144, 256>(src, out, q4_k),
-        GgmlType::Q5_K => blocks::<176, 256>(src, out, q5_k),
-        GgmlType::Q6_K => blocks::<210, 256>(src, out, q6_k),
-        GgmlType::Q8_K => blocks::<292, 256>(src, out, q8_k),
+        GgmlType::Q4_0 => blocks::<Q4_0_BYTES, QK>(src, out, q4_0),
+        GgmlType::Q4_1 => blocks::<Q4_1_BYTES, QK>(src, out, q4_1),
+        GgmlType::Q5_0 => blocks::<Q5_0_BYTES, QK>(src, out, q5_0),
+        GgmlType::Q5_1 => blocks::<Q5_1_BYTES, QK>(src, out, q5_1),
+        GgmlType::Q8_0 => blocks::<Q8_0_BYTES, QK>(src, out, q8_0),
+        GgmlType::Q2_K => blocks::<Q2_K_BYTES, QK_K>(src, out, q2_k),
+        GgmlType::Q3_K => blocks::<Q3_K_BYTES, QK_K>(src, out, q3_k),
+        GgmlType::Q4_K => blocks::<Q4_K_BYTES, QK_K>(src, out, q4_k),
+        GgmlType::Q5_K => blocks::<Q5_K_BYTES, QK_K>(src, out, q5_k),
+        GgmlType::Q6_K => blocks::<Q6_K_BYTES, QK_K>(src, out, q6_k),
+        GgmlType::Q8_K => blocks::<Q8_K_BYTES, QK_K>(src, out, q8_k),
         _ => unreachable!("checked by is_supported"),
     }
     Ok(())
@@ -145,7 +150,7 @@ fn half_at(b: &[u8], i: usize) -> f32 {
 }
 
 /// block_q4_0: d:f16, qs[16]; y = (q − 8)·d.
-fn q4_0(b: &[u8; 18], y: &mut [f32; 32]) {
+fn q4_0(b: &[u8; Q4_0_BYTES], y: &mut [f32; QK]) {
     let d = half_at(b, 0);
     let qs = &b[2..18];
     for j in 0..16 {
@@ -155,7 +160,7 @@ fn q4_0(b: &[u8; 18], y: &mut [f32; 32]) {
 }
 
 /// block_q4_1: d:f16, m:f16, qs[16]; y = q·d + m.
-fn q4_1(b: &[u8; 20], y: &mut [f32; 32]) {
+fn q4_1(b: &[u8; Q4_1_BYTES], y: &mut [f32; QK]) {
     let d = half_at(b, 0);
     let m = half_at(b, 2);
     let qs = &b[4..20];
@@ -166,7 +171,7 @@ fn q4_1(b: &[u8; 20], y: &mut [f32; 32]) {
 }
 
 /// block_q5_0: d:f16, qh:u32 LE, qs[16]; y = (q | h<<4 − 16)·d.
-fn q5_0(b: &[u8; 22], y: &mut [f32; 32]) {
+fn q5_0(b: &[u8; Q5_0_BYTES], y: &mut [f32; QK]) {
     let d = half_at(b, 0);
     let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
     let qs = &b[6..22];
@@ -179,7 +184,7 @@ fn q5_0(b: &[u8; 22], y: &mut [f32; 32]) {
 }
 
 /// block_q5_1: d:f16, m:f16, qh:u32 LE, qs[16]; y = (q | h<<4)·d + m.
-fn q5_1(b: &[u8; 24], y: &mut [f32; 32]) {
+fn q5_1(b: &[u8; Q5_1_BYTES], y: &mut [f32; QK]) {
     let d = half_at(b, 0);
     let m = half_at(b, 2);
     let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
@@ -193,7 +198,7 @@ fn q5_1(b: &[u8; 24], y: &mut [f32; 32]) {
 }
 
 /// block_q8_0: d:f16, qs[32]:i8; y = q·d.
-fn q8_0(b: &[u8; 34], y: &mut [f32; 32]) {
+fn q8_0(b: &[u8; Q8_0_BYTES], y: &mut [f32; QK]) {
     let d = half_at(b, 0);
     for (yj, &q) in y.iter_mut().zip(&b[2..34]) {
         // Through i32: LLVM vectorizes i8→i32→f32 (cvtdq2ps) but not a direct i8→f32.
@@ -202,7 +207,7 @@ fn q8_0(b: &[u8; 34], y: &mut [f32; 32]) {
 }
 
 /// block_q2_K: scales[16], qs[64], d:f16, dmin:f16.
-fn q2_k(b: &[u8; 84], y: &mut [f32; 256]) {
+fn q2_k(b: &[u8; Q2_K_BYTES], y: &mut [f32; QK_K]) {
     let scales = &b[0..16];
     let d = half_at(b, 80);
     let dmin = half_at(b, 82);
@@ -224,7 +229,7 @@ fn q2_k(b: &[u8; 84], y: &mut [f32; 256]) {
 }
 
 /// block_q3_K: hmask[32], qs[64], scales[12] (16 six-bit scales), d:f16.
-fn q3_k(b: &[u8; 110], y: &mut [f32; 256]) {
+fn q3_k(b: &[u8; Q3_K_BYTES], y: &mut [f32; QK_K]) {
     let hmask = &b[0..32];
     let sb = &b[96..108];
     let d = half_at(b, 108);
@@ -252,28 +257,15 @@ fn q3_k(b: &[u8; 110], y: &mut [f32; 256]) {
     }
 }
 
-/// The j-th (scale, min) pair of the 12-byte K-quant scales field (`get_scale_min_k4`).
-#[inline(always)]
-fn scale_min_k4(j: usize, s: &[u8]) -> (u8, u8) {
-    if j < 4 {
-        (s[j] & 63, s[j + 4] & 63)
-    } else {
-        (
-            (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4),
-            (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
-        )
-    }
-}
-
 /// block_q4_K: d:f16, dmin:f16, scales[12], qs[128].
-fn q4_k(b: &[u8; 144], y: &mut [f32; 256]) {
+fn q4_k(b: &[u8; Q4_K_BYTES], y: &mut [f32; QK_K]) {
     let d = half_at(b, 0);
     let dmin = half_at(b, 2);
     let sc = &b[4..16];
     for k in 0..4 {
         let q: &[u8; 32] = b[16 + 32 * k..48 + 32 * k].try_into().expect("32");
-        let (s1, m1) = scale_min_k4(2 * k, sc);
-        let (s2, m2) = scale_min_k4(2 * k + 1, sc);
+        let (s1, m1) = get_scale_min_k4(2 * k, sc);
+        let (s2, m2) = get_scale_min_k4(2 * k + 1, sc);
         let (d1, m1) = (d * s1 as f32, dmin * m1 as f32);
         let (d2, m2) = (d * s2 as f32, dmin * m2 as f32);
         let (lo, hi) = y[64 * k..64 * k + 64].split_at_mut(32);
@@ -285,15 +277,15 @@ fn q4_k(b: &[u8; 144], y: &mut [f32; 256]) {
 }
 
 /// block_q5_K: d:f16, dmin:f16, scales[12], qh[32], qs[128].
-fn q5_k(b: &[u8; 176], y: &mut [f32; 256]) {
+fn q5_k(b: &[u8; Q5_K_BYTES], y: &mut [f32; QK_K]) {
     let d = half_at(b, 0);
     let dmin = half_at(b, 2);
     let sc = &b[4..16];
     let qh: &[u8; 32] = b[16..48].try_into().expect("32");
     for k in 0..4 {
         let q: &[u8; 32] = b[48 + 32 * k..80 + 32 * k].try_into().expect("32");
-        let (s1, m1) = scale_min_k4(2 * k, sc);
-        let (s2, m2) = scale_min_k4(2 * k + 1, sc);
+        let (s1, m1) = get_scale_min_k4(2 * k, sc);
+        let (s2, m2) = get_scale_min_k4(2 * k + 1, sc);
         let (d1, m1) = (d * s1 as f32, dmin * m1 as f32);
         let (d2, m2) = (d * s2 as f32, dmin * m2 as f32);
         let (sh1, sh2) = (2 * k as u32, 2 * k as u32 + 1);
@@ -309,7 +301,7 @@ fn q5_k(b: &[u8; 176], y: &mut [f32; 256]) {
 }
 
 /// block_q6_K: ql[128], qh[64], scales[16]:i8, d:f16.
-fn q6_k(b: &[u8; 210], y: &mut [f32; 256]) {
+fn q6_k(b: &[u8; Q6_K_BYTES], y: &mut [f32; QK_K]) {
     let d = half_at(b, 208);
     for n in 0..2 {
         let ql = &b[64 * n..64 * n + 64];
@@ -331,7 +323,7 @@ fn q6_k(b: &[u8; 210], y: &mut [f32; 256]) {
 }
 
 /// block_q8_K: d:f32, qs[256]:i8, bsums[16]:i16; y = d·q.
-fn q8_k(b: &[u8; 292], y: &mut [f32; 256]) {
+fn q8_k(b: &[u8; Q8_K_BYTES], y: &mut [f32; QK_K]) {
     let d = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
     for (yj, &q) in y.iter_mut().zip(&b[4..260]) {
         *yj = d * (q as i8) as f32;

@@ -5,10 +5,15 @@
 //! * [`GgmlType`]: the type table; [`dequant`]: block dequantizers bit-identical to ggml's.
 //!
 //! Format facts come from llama.cpp's `ggml/src/gguf.cpp`, `ggml-common.h` and `ggml-quants.c`
-//! as vendored by llama-cpp-sys-2 0.1.161, summarised in `../shared/docs/llamacpp-spec.md` §5.
+//! as vendored by llama-cpp-sys-2 0.1.161, summarised in `docs/llamacpp-spec.md` §5.
 
+#![deny(missing_docs)]
+
+pub mod blocks;
 pub mod dequant;
 mod error;
+mod ftype;
+pub mod keys;
 pub mod quant;
 pub mod quant_ref;
 mod reader;
@@ -17,6 +22,7 @@ mod value;
 mod writer;
 
 pub use error::{short, Error, Result};
+pub use ftype::LlamaFtype;
 pub use reader::{
     pad, tensor_n_bytes, Gguf, Header, TensorInfo, DEFAULT_ALIGNMENT, GGUF_MAGIC, KEY_ALIGNMENT,
     MAX_ARRAY_DEPTH, MAX_ARRAY_LEN, MAX_DIMS, MAX_KV, MAX_TENSORS, MAX_TENSOR_NAME_LEN,

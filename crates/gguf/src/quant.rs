@@ -1,9 +1,10 @@
-//! Encoders from f32 to the types a converter writes: F16, BF16 and Q8_0.
+//! Encoders from f32 to the float types a converter writes: F16 and BF16 (Q8_0 is
+//! [`crate::quant_ref::quantize_q8_0`]).
 //!
 //! Each reproduces ggml's reference bit for bit (so a GGUF we write equals the one ggml would
 //! make from the same source): `ggml_compute_fp32_to_fp16` (the FP16 library's branch-free
-//! round-to-nearest-even; NaN → 0x7E00 with the sign), `ggml_compute_fp32_to_bf16` (RNE, NaN
-//! forced quiet) and `quantize_row_q8_0_ref` (`ggml/src/ggml-quants.c`; layout `block_q8_0`).
+//! round-to-nearest-even; NaN → 0x7E00 with the sign) and `ggml_compute_fp32_to_bf16` (RNE,
+//! NaN forced quiet).
 
 /// f32 → IEEE half bits, round to nearest even; overflow gives ±inf, NaN gives ±0x7E00.
 #[inline]

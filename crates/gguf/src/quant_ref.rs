@@ -1,11 +1,11 @@
 //! ggml's reference quantizers (the `quantize_row_*_ref` functions that `ggml_quantize_chunk`
 //! runs when no importance matrix is given), ported to Rust for Q4_0, Q4_1, Q5_0, Q5_1, Q2_K,
-//! Q3_K, Q4_K, Q5_K and Q6_K, plus Q8_0 ([`quantize_q8_0`]: as [`crate::quant::quantize_q8_0`]
-//! but with C's float → int8 conversion, which differs from Rust's `as` when the inverse scale
-//! overflows to infinity on subnormal blocks).
+//! Q3_K, Q4_K, Q5_K and Q6_K, plus Q8_0 ([`quantize_q8_0`], with C's float → int8 conversion,
+//! which differs from Rust's `as` when the inverse scale overflows to infinity on subnormal
+//! blocks).
 //!
 //! Block layouts per `ggml/src/ggml-common.h` (`block_q4_0` … `block_q6_K`, summarised in
-//! `../shared/docs/llamacpp-spec.md` §5.1); algorithms per `ggml/src/ggml-quants.c` of the
+//! `docs/llamacpp-spec.md` §5.1); algorithms per `ggml/src/ggml-quants.c` of the
 //! llama.cpp vendored by llama-cpp-sys-2 0.1.161. The output is byte-identical to ggml's:
 //!
 //! * every float expression keeps the C evaluation order (`a*b*c` is `(a*b)*c`, sums run
@@ -26,8 +26,7 @@ use crate::types::GgmlType;
 /// `GROUP_MAX_EPS` of ggml-quants.c: groups whose largest magnitude is below it count as zero.
 const GROUP_MAX_EPS: f32 = 1e-15;
 
-/// Elements per K-quant super-block (`QK_K` in ggml-common.h).
-const QK_K: usize = 256;
+use crate::blocks::*;
 
 /// Why [`quantize_ref`] refused its input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,8 +37,12 @@ pub enum QuantRefError {
     /// The input is not a whole number of blocks.
     #[error("{ty}: {n} values are not a multiple of the block size {block}")]
     Size {
+        /// The ggml type requested.
         ty: GgmlType,
+        /// Number of f32 input values (`x.len()`).
         n: usize,
+        /// Elements per block of `ty` (`ggml_blck_size`): 32 for Q4_0 … Q8_0, `QK_K` = 256 for
+        /// the K-quants.
         block: usize,
     },
 }
@@ -398,20 +401,6 @@ fn make_qkx2_quants(
     (scale, -min)
 }
 
-/// ggml-quants.c `get_scale_min_k4`: the 6-bit (scale, min) pair `j` of a Q4_K/Q5_K
-/// `scales[12]` array.
-#[inline(always)]
-pub fn get_scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
-    if j < 4 {
-        (q[j] & 63, q[j + 4] & 63)
-    } else {
-        (
-            (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
-            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
-        )
-    }
-}
-
 /// The signed value of largest magnitude (first one wins ties), as the `amax < fabsf(v)` loops
 /// of the Q4_0/Q5_0 reference quantizers find it.
 #[inline(always)]
@@ -468,12 +457,12 @@ fn check_len(x: &[f32], block: usize, ty: &str) {
 ///
 /// Panics if `x.len()` is not a multiple of 32.
 pub fn quantize_q4_0(x: &[f32], out: &mut Vec<u8>) {
-    check_len(x, 32, "Q4_0");
-    out.reserve(x.len() / 32 * 18);
-    for b in x.chunks_exact(32) {
+    check_len(x, QK, "Q4_0");
+    out.reserve(x.len() / QK * Q4_0_BYTES);
+    for b in x.chunks_exact(QK) {
         let d = signed_absmax(b) / -8.0;
         let id = inv(d);
-        let mut blk = [0u8; 18];
+        let mut blk = [0u8; Q4_0_BYTES];
         put_f16(&mut blk[0..2], d);
         for j in 0..16 {
             let xi0 = 15.min(cvtt(b[j] * id + 8.5) as i8 as i32) as u8;
@@ -490,13 +479,13 @@ pub fn quantize_q4_0(x: &[f32], out: &mut Vec<u8>) {
 ///
 /// Panics if `x.len()` is not a multiple of 32.
 pub fn quantize_q4_1(x: &[f32], out: &mut Vec<u8>) {
-    check_len(x, 32, "Q4_1");
-    out.reserve(x.len() / 32 * 20);
-    for b in x.chunks_exact(32) {
+    check_len(x, QK, "Q4_1");
+    out.reserve(x.len() / QK * Q4_1_BYTES);
+    for b in x.chunks_exact(QK) {
         let (min, max) = min_max(b);
         let d = (max - min) / 15.0;
         let id = inv(d);
-        let mut blk = [0u8; 20];
+        let mut blk = [0u8; Q4_1_BYTES];
         put_f16(&mut blk[0..2], d);
         put_f16(&mut blk[2..4], min);
         for j in 0..16 {
@@ -516,12 +505,12 @@ pub fn quantize_q4_1(x: &[f32], out: &mut Vec<u8>) {
 ///
 /// Panics if `x.len()` is not a multiple of 32.
 pub fn quantize_q5_0(x: &[f32], out: &mut Vec<u8>) {
-    check_len(x, 32, "Q5_0");
-    out.reserve(x.len() / 32 * 22);
-    for b in x.chunks_exact(32) {
+    check_len(x, QK, "Q5_0");
+    out.reserve(x.len() / QK * Q5_0_BYTES);
+    for b in x.chunks_exact(QK) {
         let d = signed_absmax(b) / -16.0;
         let id = inv(d);
-        let mut blk = [0u8; 22];
+        let mut blk = [0u8; Q5_0_BYTES];
         put_f16(&mut blk[0..2], d);
         let mut qh = 0u32;
         for j in 0..16 {
@@ -542,13 +531,13 @@ pub fn quantize_q5_0(x: &[f32], out: &mut Vec<u8>) {
 ///
 /// Panics if `x.len()` is not a multiple of 32.
 pub fn quantize_q5_1(x: &[f32], out: &mut Vec<u8>) {
-    check_len(x, 32, "Q5_1");
-    out.reserve(x.len() / 32 * 24);
-    for b in x.chunks_exact(32) {
+    check_len(x, QK, "Q5_1");
+    out.reserve(x.len() / QK * Q5_1_BYTES);
+    for b in x.chunks_exact(QK) {
         let (min, max) = min_max(b);
         let d = (max - min) / 31.0;
         let id = inv(d);
-        let mut blk = [0u8; 24];
+        let mut blk = [0u8; Q5_1_BYTES];
         put_f16(&mut blk[0..2], d);
         put_f16(&mut blk[2..4], min);
         let mut qh = 0u32;
@@ -575,9 +564,9 @@ pub fn quantize_q5_1(x: &[f32], out: &mut Vec<u8>) {
 ///
 /// Panics if `x.len()` is not a multiple of 32.
 pub fn quantize_q8_0(x: &[f32], out: &mut Vec<u8>) {
-    check_len(x, 32, "Q8_0");
-    out.reserve(x.len() / 32 * 34);
-    for b in x.chunks_exact(32) {
+    check_len(x, QK, "Q8_0");
+    out.reserve(x.len() / QK * Q8_0_BYTES);
+    for b in x.chunks_exact(QK) {
         let mut amax = 0f32;
         for &v in b {
             // C MAX(amax, fabsf(v)) = amax > |v| ? amax : |v|.
@@ -585,7 +574,7 @@ pub fn quantize_q8_0(x: &[f32], out: &mut Vec<u8>) {
         }
         let d = amax / 127.0;
         let id = inv(d);
-        let mut blk = [0u8; 34];
+        let mut blk = [0u8; Q8_0_BYTES];
         put_f16(&mut blk[0..2], d);
         for (q, &v) in blk[2..].iter_mut().zip(b) {
             *q = cvtt((v * id).round()) as u8;
@@ -605,7 +594,7 @@ pub fn quantize_q8_0(x: &[f32], out: &mut Vec<u8>) {
 /// Panics if `x.len()` is not a multiple of 256.
 pub fn quantize_q2_k(x: &[f32], out: &mut Vec<u8>) {
     check_len(x, QK_K, "Q2_K");
-    out.reserve(x.len() / QK_K * 84);
+    out.reserve(x.len() / QK_K * Q2_K_BYTES);
     let mut l = [0u8; QK_K];
     let mut laux = [0u8; 16];
     let mut weights = [0f32; 16];
@@ -613,7 +602,7 @@ pub fn quantize_q2_k(x: &[f32], out: &mut Vec<u8>) {
     let mut scales = [0f32; 16];
     let q4scale = 15f32;
     for b in x.chunks_exact(QK_K) {
-        let mut blk = [0u8; 84];
+        let mut blk = [0u8; Q2_K_BYTES];
         let mut max_scale = 0f32;
         let mut max_min = 0f32;
         for j in 0..16 {
@@ -694,11 +683,11 @@ pub fn quantize_q2_k(x: &[f32], out: &mut Vec<u8>) {
 /// Panics if `x.len()` is not a multiple of 256.
 pub fn quantize_q3_k(x: &[f32], out: &mut Vec<u8>) {
     check_len(x, QK_K, "Q3_K");
-    out.reserve(x.len() / QK_K * 110);
+    out.reserve(x.len() / QK_K * Q3_K_BYTES);
     let mut l = [0i8; QK_K];
     let mut scales = [0f32; 16];
     for b in x.chunks_exact(QK_K) {
-        let mut blk = [0u8; 110];
+        let mut blk = [0u8; Q3_K_BYTES];
         let mut max_scale = 0f32;
         let mut amax = 0f32;
         for j in 0..16 {
@@ -867,10 +856,10 @@ fn quantize_kx_super_block(
 /// Panics if `x.len()` is not a multiple of 256.
 pub fn quantize_q4_k(x: &[f32], out: &mut Vec<u8>) {
     check_len(x, QK_K, "Q4_K");
-    out.reserve(x.len() / QK_K * 144);
+    out.reserve(x.len() / QK_K * Q4_K_BYTES);
     let mut l = [0u8; QK_K];
     for b in x.chunks_exact(QK_K) {
-        let mut blk = [0u8; 144];
+        let mut blk = [0u8; Q4_K_BYTES];
         let (head, qs) = blk.split_at_mut(16);
         quantize_kx_super_block(b, 15, -1.0, 20, head, &mut l);
         for (c, q) in qs.chunks_exact_mut(32).enumerate() {
@@ -891,10 +880,10 @@ pub fn quantize_q4_k(x: &[f32], out: &mut Vec<u8>) {
 /// Panics if `x.len()` is not a multiple of 256.
 pub fn quantize_q5_k(x: &[f32], out: &mut Vec<u8>) {
     check_len(x, QK_K, "Q5_K");
-    out.reserve(x.len() / QK_K * 176);
+    out.reserve(x.len() / QK_K * Q5_K_BYTES);
     let mut l = [0u8; QK_K];
     for b in x.chunks_exact(QK_K) {
-        let mut blk = [0u8; 176];
+        let mut blk = [0u8; Q5_K_BYTES];
         let (head, rest) = blk.split_at_mut(16);
         quantize_kx_super_block(b, 31, -0.5, 15, head, &mut l);
         let (qh, ql) = rest.split_at_mut(32);
@@ -931,11 +920,11 @@ pub fn quantize_q5_k(x: &[f32], out: &mut Vec<u8>) {
 /// Panics if `x.len()` is not a multiple of 256.
 pub fn quantize_q6_k(x: &[f32], out: &mut Vec<u8>) {
     check_len(x, QK_K, "Q6_K");
-    out.reserve(x.len() / QK_K * 210);
+    out.reserve(x.len() / QK_K * Q6_K_BYTES);
     let mut l = [0i8; QK_K];
     let mut scales = [0f32; 16];
     for b in x.chunks_exact(QK_K) {
-        let mut blk = [0u8; 210];
+        let mut blk = [0u8; Q6_K_BYTES];
         let mut max_scale = 0f32;
         let mut max_abs_scale = 0f32;
         for ib in 0..16 {

@@ -2,7 +2,7 @@
 //! data from a memory map.
 //!
 //! Layout and rules per `ggml/src/gguf.cpp` (`gguf_init_from_file_impl`) and
-//! `../shared/docs/llamacpp-spec.md` §5. Every count and length is checked against the bytes
+//! `docs/llamacpp-spec.md` §5. Every count and length is checked against the bytes
 //! left in the file before anything is allocated, so a hostile file cannot make us allocate
 //! more than a small multiple of its own size.
 

@@ -3,50 +3,116 @@
 //!
 //! Source: `ggml/include/ggml.h` (`enum ggml_type`) and the `type_traits` table in
 //! `ggml/src/ggml.c` of the llama.cpp vendored by llama-cpp-sys-2 0.1.161 (see also
-//! `../shared/docs/llamacpp-spec.md` §5). Ids 4, 5 (removed Q4_2/Q4_3), 31–33 and 36–38
+//! `docs/llamacpp-spec.md` §5). Ids 4, 5 (removed Q4_2/Q4_3), 31–33 and 36–38
 //! (removed Q4_0_4_4 … IQ4_NL_8_8 repacks) are not valid in a file.
 
 use std::fmt;
 
 /// One ggml tensor type. The discriminant is the id stored in a GGUF tensor info.
+///
+/// Each variant is `GGML_TYPE_<NAME>` of `enum ggml_type` (`ggml/include/ggml.h`). Its doc gives
+/// the block struct and layout from `ggml/src/ggml-common.h` (fields in storage order, `d` = f16
+/// scale) and elements/bytes per block as in the `type_traits` table of `ggml/src/ggml.c`; the
+/// dequantization formulas are those of `dequantize_row_*` in `ggml/src/ggml-quants.c`.
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u32)]
 pub enum GgmlType {
+    /// `GGML_TYPE_F32`: IEEE 754 binary32, 4 bytes per element (block size 1).
     F32 = 0,
+    /// `GGML_TYPE_F16`: IEEE 754 binary16 (`ggml_half`), 2 bytes per element (block size 1).
     F16 = 1,
+    /// `block_q4_0`: 32 elements in 18 bytes: f16 scale `d`, 16 bytes of 4-bit quants;
+    /// `x = d·(q − 8)`.
     Q4_0 = 2,
+    /// `block_q4_1`: 32 elements in 20 bytes: f16 `d` and min `m`, 16 bytes of 4-bit quants;
+    /// `x = d·q + m`.
     Q4_1 = 3,
+    /// `block_q5_0`: 32 elements in 22 bytes: f16 `d`, `qh[4]` (5th bits), 16 bytes of nibbles;
+    /// `x = d·(q − 16)`.
     Q5_0 = 6,
+    /// `block_q5_1`: 32 elements in 24 bytes: f16 `d` and `m`, `qh[4]`, 16 bytes of nibbles;
+    /// `x = d·q + m`.
     Q5_1 = 7,
+    /// `block_q8_0`: 32 elements in 34 bytes: f16 `d`, 32 `int8_t` quants; `x = d·q`.
     Q8_0 = 8,
+    /// `block_q8_1`: 32 elements in 36 bytes: f16 `d`, f16 `s = d·Σq`, 32 `int8_t` quants.
+    /// A dot-product intermediate: ggml's `type_traits` has no `to_float` for it.
     Q8_1 = 9,
+    /// `block_q2_K`: 256 (`QK_K`) elements in 84 bytes: 16 bytes of 4-bit scales/mins, 64 bytes of
+    /// 2-bit quants, f16 `d` and `dmin` (2.625 bits per weight).
     Q2_K = 10,
+    /// `block_q3_K`: 256 elements in 110 bytes: `hmask[32]` (high bits), 64 bytes of low 2 bits,
+    /// 12 bytes of 6-bit scales, f16 `d` (3.4375 bits per weight).
     Q3_K = 11,
+    /// `block_q4_K`: 256 elements in 144 bytes: f16 `d` and `dmin`, 12 bytes of 6-bit scales and
+    /// mins (8 sub-blocks of 32), 128 bytes of 4-bit quants (4.5 bits per weight).
     Q4_K = 12,
+    /// `block_q5_K`: 256 elements in 176 bytes: f16 `d` and `dmin`, 12 bytes of 6-bit scales and
+    /// mins, `qh[32]` (high bits), 128 bytes of low 4 bits (5.5 bits per weight).
     Q5_K = 13,
+    /// `block_q6_K`: 256 elements in 210 bytes: `ql[128]` (low 4 bits), `qh[64]` (upper 2 bits),
+    /// 16 `int8_t` scales (sub-blocks of 16), f16 `d` (6.5625 bits per weight).
     Q6_K = 14,
+    /// `block_q8_K`: 256 elements in 292 bytes: f32 `d`, 256 `int8_t` quants, 16 `int16_t` `bsums`.
+    /// The K-quant dot-product intermediate: ggml's `type_traits` has no `to_float` for it.
     Q8_K = 15,
+    /// `block_iq2_xxs`: 256 elements in 66 bytes: f16 `d`, 32 `uint16_t` of grid indices, signs and
+    /// scales (2.0625 bits per weight).
     IQ2_XXS = 16,
+    /// `block_iq2_xs`: 256 elements in 74 bytes: f16 `d`, 32 `uint16_t` `qs`, `scales[8]`
+    /// (2.3125 bits per weight).
     IQ2_XS = 17,
+    /// `block_iq3_xxs`: 256 elements in 98 bytes: f16 `d`, 96 bytes of grid indices, signs and
+    /// scales (3.0625 bits per weight).
     IQ3_XXS = 18,
+    /// `block_iq1_s`: 256 elements in 50 bytes: f16 `d`, `qs[32]`, 8 `uint16_t` `qh`
+    /// (1.5625 bits per weight).
     IQ1_S = 19,
+    /// `block_iq4_nl`: 32 elements in 18 bytes: f16 `d`, 16 bytes of 4-bit indices into the
+    /// non-linear `kvalues_iq4nl` table (4.5 bits per weight).
     IQ4_NL = 20,
+    /// `block_iq3_s`: 256 elements in 110 bytes: f16 `d`, `qs[64]`, `qh[8]`, `signs[32]`,
+    /// `scales[4]` (3.4375 bits per weight).
     IQ3_S = 21,
+    /// `block_iq2_s`: 256 elements in 82 bytes: f16 `d`, `qs[64]` (grid indices, then signs),
+    /// `qh[8]`, `scales[8]` (2.5625 bits per weight).
     IQ2_S = 22,
+    /// `block_iq4_xs`: 256 elements in 136 bytes: f16 `d`, `uint16_t scales_h`, `scales_l[4]`,
+    /// 128 bytes of 4-bit `kvalues_iq4nl` indices (4.25 bits per weight).
     IQ4_XS = 23,
+    /// `GGML_TYPE_I8`: `int8_t`, 1 byte per element (block size 1).
     I8 = 24,
+    /// `GGML_TYPE_I16`: little-endian `int16_t`, 2 bytes per element (block size 1).
     I16 = 25,
+    /// `GGML_TYPE_I32`: little-endian `int32_t`, 4 bytes per element (block size 1).
     I32 = 26,
+    /// `GGML_TYPE_I64`: little-endian `int64_t`, 8 bytes per element (block size 1).
     I64 = 27,
+    /// `GGML_TYPE_F64`: IEEE 754 binary64, 8 bytes per element (block size 1).
     F64 = 28,
+    /// `block_iq1_m`: 256 elements in 56 bytes: `qs[32]`, `qh[16]`, `scales[8]`; no separate `d`:
+    /// the f16 super-block scale is packed into the top bits of `scales` (1.75 bits per weight).
     IQ1_M = 29,
+    /// `GGML_TYPE_BF16`: bfloat16 (`ggml_bf16_t`, the top half of an f32), 2 bytes per element.
     BF16 = 30,
+    /// `block_tq1_0`: ternary, 256 elements in 54 bytes: `qs[48]` (5 trits per byte), `qh[4]`,
+    /// f16 `d` (1.6875 bits per weight).
     TQ1_0 = 34,
+    /// `block_tq2_0`: ternary, 256 elements in 66 bytes: `qs[64]` (2 bits per element), f16 `d`
+    /// (2.0625 bits per weight).
     TQ2_0 = 35,
+    /// `block_mxfp4`: 32 elements in 17 bytes: one E8M0 scale `e`, 16 bytes of 4-bit E2M1 values
+    /// (4.25 bits per weight).
     MXFP4 = 39,
+    /// `block_nvfp4`: 64 elements in 36 bytes: 4 UE4M3 scales (one per 16-element sub-block),
+    /// 32 bytes of 4-bit E2M1 values (4.5 bits per weight).
     NVFP4 = 40,
+    /// `block_q1_0`: 128 elements in 18 bytes: f16 `d`, 16 bytes of sign bits; `x = ±d`
+    /// (1.125 bits per weight).
     Q1_0 = 41,
+    /// `block_q2_0`: 64 elements in 18 bytes: f16 `d`, 16 bytes of 2-bit quants; `x = d·(q − 1)`
+    /// (2.25 bits per weight).
     Q2_0 = 42,
 }
 

@@ -2,22 +2,36 @@
 
 use std::fmt;
 
-/// The type tag stored before every metadata value and array element.
+/// The type tag stored before every metadata value and array element: a little-endian `u32`,
+/// `enum gguf_type` of `ggml/include/gguf.h`; encodings per `ggml/src/gguf.cpp`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum ValueType {
+    /// `GGUF_TYPE_UINT8`: `uint8_t`, 1 byte.
     U8 = 0,
+    /// `GGUF_TYPE_INT8`: `int8_t`, 1 byte.
     I8 = 1,
+    /// `GGUF_TYPE_UINT16`: little-endian `uint16_t`, 2 bytes.
     U16 = 2,
+    /// `GGUF_TYPE_INT16`: little-endian `int16_t`, 2 bytes.
     I16 = 3,
+    /// `GGUF_TYPE_UINT32`: little-endian `uint32_t`, 4 bytes.
     U32 = 4,
+    /// `GGUF_TYPE_INT32`: little-endian `int32_t`, 4 bytes.
     I32 = 5,
+    /// `GGUF_TYPE_FLOAT32`: IEEE 754 binary32, 4 bytes.
     F32 = 6,
+    /// `GGUF_TYPE_BOOL`: one byte, 0 or 1.
     Bool = 7,
+    /// `GGUF_TYPE_STRING`: `u64` byte length, then that many bytes (no NUL).
     String = 8,
+    /// `GGUF_TYPE_ARRAY`: `u32` element type, `u64` count, then the elements.
     Array = 9,
+    /// `GGUF_TYPE_UINT64`: little-endian `uint64_t`, 8 bytes.
     U64 = 10,
+    /// `GGUF_TYPE_INT64`: little-endian `int64_t`, 8 bytes.
     I64 = 11,
+    /// `GGUF_TYPE_FLOAT64`: IEEE 754 binary64, 8 bytes.
     F64 = 12,
 }
 
@@ -81,19 +95,31 @@ impl ValueType {
 /// trip must reproduce them exactly.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
+    /// A `GGUF_TYPE_UINT8` value.
     U8(u8),
+    /// A `GGUF_TYPE_INT8` value.
     I8(i8),
+    /// A `GGUF_TYPE_UINT16` value.
     U16(u16),
+    /// A `GGUF_TYPE_INT16` value.
     I16(i16),
+    /// A `GGUF_TYPE_UINT32` value (e.g. `general.alignment`).
     U32(u32),
+    /// A `GGUF_TYPE_INT32` value.
     I32(i32),
+    /// A `GGUF_TYPE_FLOAT32` value.
     F32(f32),
+    /// A `GGUF_TYPE_BOOL` value (stored as one byte, 0 or 1).
     Bool(bool),
+    /// A `GGUF_TYPE_STRING` value: its raw bytes, without the `u64` length prefix.
     String(Vec<u8>),
     /// Element type and elements (all of that type; nested arrays are `Value::Array` elements).
     Array(ValueType, Vec<Value>),
+    /// A `GGUF_TYPE_UINT64` value.
     U64(u64),
+    /// A `GGUF_TYPE_INT64` value.
     I64(i64),
+    /// A `GGUF_TYPE_FLOAT64` value.
     F64(f64),
 }
 

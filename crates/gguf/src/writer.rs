@@ -2,7 +2,7 @@
 //!
 //! Tensor data is written contiguously in tensor-info order, each tensor zero-padded to the
 //! alignment, after a zero-padded header, exactly as `gguf_write_to_file` and gguf-py do
-//! (`../shared/docs/llamacpp-spec.md` §5). Files are written to a temporary file in the target
+//! (`docs/llamacpp-spec.md` §5). Files are written to a temporary file in the target
 //! folder, fsynced and renamed only when complete, so a failure never leaves a partial file.
 
 use std::collections::HashSet;

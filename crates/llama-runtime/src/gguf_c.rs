@@ -31,13 +31,26 @@ pub struct CTensorInfo {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CValue {
     /// A scalar of GGUF value type `ty` (its bytes).
-    Scalar { ty: u32, bytes: Vec<u8> },
+    Scalar {
+        /// `enum gguf_type` id (`ggml/include/gguf.h`): 0–7 or 10–12, never string or array.
+        ty: u32,
+        /// The value's little-endian bytes from `gguf_get_val_data` (1, 2, 4 or 8 bytes).
+        bytes: Vec<u8>,
+    },
     /// A string.
     Str(Vec<u8>),
     /// An array of strings.
     StrArray(Vec<Vec<u8>>),
     /// An array of scalars of type `ty`: `n` elements, raw bytes.
-    Array { ty: u32, n: usize, bytes: Vec<u8> },
+    Array {
+        /// `enum gguf_type` id of the elements (`gguf_get_arr_type`), a fixed-size scalar type.
+        ty: u32,
+        /// Number of elements (`gguf_get_arr_n`).
+        n: usize,
+        /// The `n` elements' little-endian bytes back to back from `gguf_get_arr_data`
+        /// (`n` × the element size; bools one byte each).
+        bytes: Vec<u8>,
+    },
     /// Nested arrays (ggml's reader refuses them, so this never appears in a file it opened).
     Unsupported,
 }

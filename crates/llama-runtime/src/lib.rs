@@ -5,6 +5,8 @@
 //! traits (`to_float`, `ggml_quantize_chunk`), so our Rust code can be checked against ggml's.
 //! Type ids are plain `u32` (`enum ggml_type`) so this crate does not depend on our GGUF code.
 
+#![deny(missing_docs)]
+
 use std::ffi::CStr;
 use std::fmt;
 use std::sync::Once;
@@ -37,15 +39,29 @@ pub enum RuntimeError {
     Missing(String, &'static str),
     /// Buffer sizes that do not match the type's block layout.
     #[error("ggml type {ty}: {detail}")]
-    Size { ty: String, detail: String },
+    Size {
+        /// ggml's name of the type (`ggml_type_name`, e.g. `q4_K`).
+        ty: String,
+        /// The element count, byte count or row length that does not fit the blocks.
+        detail: String,
+    },
     /// llama.cpp could not load a model file.
     #[error(
         "{path}: llama.cpp could not load the model (run with QUANTGATE_LLAMA_LOG=1 for its log)"
     )]
-    Load { path: String },
-    /// Context creation or evaluation failed.
+    Load {
+        /// The model or GGUF file path (`Path::display`).
+        path: String,
+    },
+    /// A llama.cpp call failed: context creation, evaluation or `llama_model_quantize`.
     #[error("llama.cpp {call} failed: {detail}")]
-    Eval { call: &'static str, detail: String },
+    Eval {
+        /// The llama.cpp function that failed, e.g. `llama_decode` or `llama_model_quantize`.
+        call: &'static str,
+        /// What went wrong: the return code, the parameters or position involved, or the I/O
+        /// error of the final rename.
+        detail: String,
+    },
 }
 
 /// Identity of the llama.cpp build linked into this binary.

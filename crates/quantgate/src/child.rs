@@ -1,8 +1,9 @@
 //! Running a measurement as a child process so its peak RSS is its own: `wait4` returns the
-//! child's `rusage` (`ru_maxrss`, KiB on Linux) together with its exit status.
+//! child's `rusage` (`ru_maxrss`, KiB on Linux; user and system time) together with its exit
+//! status. The one place that spawns and reaps measured children (`bench`, `run`).
 
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -16,28 +17,69 @@ pub struct Measured {
     pub wall_s: f64,
     /// Peak resident set size, KiB (`ru_maxrss`).
     pub max_rss_kib: u64,
+    /// User + system CPU time, seconds.
+    #[serde(skip)]
+    pub cpu_s: f64,
 }
 
 /// Spawns `cmd`, waits for it with `wait4`, and returns its wall time, exit code and peak RSS.
 ///
 /// Errors: the command cannot be spawned or waited for.
 pub fn run_measured(cmd: &mut Command) -> Result<Measured> {
+    run(cmd, None)
+}
+
+/// As [`run_measured`], polling `should_stop(pid)` every 50 ms while the child runs: once it
+/// returns true the child gets SIGTERM, and SIGKILL if it is still running 10 s later. The
+/// caller records why it asked (the child's exit status shows the signal).
+pub fn run_watched(
+    cmd: &mut Command,
+    should_stop: &mut dyn FnMut(libc::pid_t) -> bool,
+) -> Result<Measured> {
+    run(cmd, Some(should_stop))
+}
+
+fn run(
+    cmd: &mut Command,
+    mut watch: Option<&mut dyn FnMut(libc::pid_t) -> bool>,
+) -> Result<Measured> {
     let t0 = Instant::now();
     let child = cmd
         .spawn()
         .with_context(|| format!("cannot start {cmd:?}"))?;
     let pid = child.id() as libc::pid_t;
-    let mut status: libc::c_int = 0;
-    // SAFETY: zeroed rusage is a valid out-parameter; pid is our own unwaited child. We never
-    // call Child::wait, so the pid is reaped exactly once, here.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    if rc != pid {
-        bail!(
-            "wait4 on {cmd:?} failed: {}",
-            std::io::Error::last_os_error()
-        );
-    }
+    // Without a watcher, block in wait4; with one, poll.
+    let flags = if watch.is_some() { libc::WNOHANG } else { 0 };
+    let mut killed_at: Option<Instant> = None;
+    let mut stopping = false;
+    let (status, usage) = loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: zeroed rusage is a valid out-parameter; pid is our own unwaited child. We
+        // never call Child::wait, so the pid is reaped exactly once, here.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+        if rc == pid {
+            break (status, usage);
+        }
+        if rc < 0 {
+            bail!(
+                "wait4 on {cmd:?} failed: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        let w = watch.as_mut().expect("WNOHANG only with a watcher");
+        if !stopping && w(pid) {
+            stopping = true;
+            // SAFETY: signalling our own unreaped child.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            killed_at = Some(Instant::now());
+        } else if killed_at.is_some_and(|k| k.elapsed() > Duration::from_secs(10)) {
+            // SAFETY: as above; it ignored SIGTERM for 10 s.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            killed_at = None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     let exit_code = if libc::WIFEXITED(status) {
         Some(libc::WEXITSTATUS(status))
     } else {
@@ -47,5 +89,45 @@ pub fn run_measured(cmd: &mut Command) -> Result<Measured> {
         exit_code,
         wall_s: t0.elapsed().as_secs_f64(),
         max_rss_kib: usage.ru_maxrss.max(0) as u64,
+        cpu_s: tv_s(usage.ru_utime) + tv_s(usage.ru_stime),
     })
+}
+
+fn tv_s(t: libc::timeval) -> f64 {
+    t.tv_sec as f64 + t.tv_usec as f64 * 1e-6
+}
+
+/// CPU seconds (user + system) of a running process so far, from `/proc/PID/stat` (0 when it
+/// cannot be read).
+pub fn proc_cpu_s(pid: libc::pid_t) -> f64 {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let after = s.rsplit_once(')').map_or("", |x| x.1);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // SAFETY: sysconf has no preconditions.
+    let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (t(11) + t(12)) / tck
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_and_a_stopped_child() {
+        let m = run_measured(Command::new("sh").args(["-c", "exit 3"])).unwrap();
+        assert_eq!(m.exit_code, Some(3));
+        let mut polls = 0;
+        let m = run_watched(Command::new("sleep").arg("30"), &mut |_| {
+            polls += 1;
+            polls > 2
+        })
+        .unwrap();
+        // Killed by SIGTERM: no exit code, and well before 30 s.
+        assert_eq!(m.exit_code, None);
+        assert!(m.wall_s < 10.0, "{}", m.wall_s);
+    }
 }

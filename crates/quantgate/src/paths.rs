@@ -1,11 +1,11 @@
-//! Output-path guards: an output must never be one of the command's inputs (writing it would
+//! Output paths: guards (an output must never be one of the command's inputs — writing it would
 //! destroy the input, and a check comparing the output with "its source" would compare a file
-//! with itself), and must not be a folder.
+//! with itself — and must not be a folder) and the one atomic writer every report uses.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 /// (device, inode) of an existing path, following symlinks.
 fn identity(p: &Path) -> Option<(u64, u64)> {
@@ -53,6 +53,28 @@ pub fn ensure_regular_file(p: &Path) -> Result<()> {
         Ok(_) => bail!("{}: not a regular file", p.display()),
         Err(e) => bail!("{}: {e}", p.display()),
     }
+}
+
+/// Writes `bytes` to `path` through a temp file in the same folder, synced, then renamed: a
+/// reader never sees a partial file, and an interrupted write leaves the old file (or none).
+///
+/// Errors: the folder cannot be created, or the write, sync or rename fails (named by path).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+    let mut tmp = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .tempfile_in(dir)
+        .with_context(|| format!("{}: cannot create a temp file", dir.display()))?;
+    std::io::Write::write_all(&mut tmp, bytes)
+        .with_context(|| format!("{}: write failed", path.display()))?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path)
+        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.error))?;
+    Ok(())
 }
 
 #[cfg(test)]

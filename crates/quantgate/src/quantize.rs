@@ -5,26 +5,8 @@
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Result};
-use gguf::{GgmlType, Gguf};
+use gguf::{Gguf, LlamaFtype};
 use serde::Serialize;
-
-/// (name, llama.h `LLAMA_FTYPE_*`, base ggml type of its quantized tensors).
-pub const FTYPES: &[(&str, u32, GgmlType)] = &[
-    ("Q4_0", 2, GgmlType::Q4_0),
-    ("Q4_1", 3, GgmlType::Q4_1),
-    ("Q8_0", 7, GgmlType::Q8_0),
-    ("Q5_0", 8, GgmlType::Q5_0),
-    ("Q5_1", 9, GgmlType::Q5_1),
-    ("Q2_K", 10, GgmlType::Q2_K),
-    ("Q3_K_S", 11, GgmlType::Q3_K),
-    ("Q3_K_M", 12, GgmlType::Q3_K),
-    ("Q3_K_L", 13, GgmlType::Q3_K),
-    ("Q4_K_S", 14, GgmlType::Q4_K),
-    ("Q4_K_M", 15, GgmlType::Q4_K),
-    ("Q5_K_S", 16, GgmlType::Q5_K),
-    ("Q5_K_M", 17, GgmlType::Q5_K),
-    ("Q6_K", 18, GgmlType::Q6_K),
-];
 
 /// One output tensor.
 #[derive(Clone, Debug, Serialize)]
@@ -53,14 +35,15 @@ pub struct QuantizeReport {
 
 /// Quantizes `input` → `output` as `ftype` (e.g. `Q4_K_M`) with `threads`.
 pub fn quantize(input: &Path, output: &Path, ftype: &str, threads: i32) -> Result<QuantizeReport> {
-    let (name, id, base) = FTYPES
-        .iter()
-        .find(|(n, _, _)| n.eq_ignore_ascii_case(ftype))
-        .copied()
+    let LlamaFtype { name, id, base, .. } = LlamaFtype::by_name(ftype)
+        .filter(|t| t.quantize_target)
         .ok_or_else(|| {
             anyhow!(
                 "unknown type {ftype:?}; supported: {}",
-                FTYPES.iter().map(|f| f.0).collect::<Vec<_>>().join(", ")
+                LlamaFtype::quantize_targets()
+                    .map(|f| f.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         })?;
     // Validate the input with our reader first: a clear error beats llama.cpp's log.

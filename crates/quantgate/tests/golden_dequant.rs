@@ -3,7 +3,7 @@
 //! and subnormal scales included) and ggml-quantized Gaussian rows — plus hand-computed blocks.
 
 use gguf::{dequant, GgmlType};
-use quantgate::bench::{encode, gaussian};
+use quantgate::benchmarks::dequant::{encode, gaussian};
 use rand::{RngCore, SeedableRng};
 
 fn ggml(ty: GgmlType, src: &[u8], n: usize) -> Vec<f32> {

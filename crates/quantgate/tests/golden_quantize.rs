@@ -5,7 +5,7 @@
 
 use gguf::quant_ref::{self, quantize_ref_to_vec};
 use gguf::{dequant, GgmlType, Gguf};
-use quantgate::bench::gaussian;
+use quantgate::benchmarks::dequant::gaussian;
 use rand::{Rng, SeedableRng};
 
 fn types() -> impl Iterator<Item = GgmlType> {

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use quantgate::convert::{self, mlx::Fallback, ConvertOptions, OutType};
-use quantgate::verify::{self, VerifyOptions, VerifyReport};
+use quantgate::verify::{self, BlockerCode, Verdict, VerifyOptions, VerifyReport};
 
 fn hf(name: &str) -> PathBuf {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -72,7 +72,7 @@ fn four_bit_checkpoints_convert_losslessly_and_verify_go() {
         assert_eq!(q[0].bits_per_weight, 5.0);
         assert!(r.fallback_errors.is_empty());
         let v = verify_with(&hf(name), &out);
-        assert_eq!(v.verdict, "GO", "{name}: {:?}", v.blockers);
+        assert_eq!(v.verdict, Verdict::Go, "{name}: {:?}", v.blockers);
         let a = v.gate1_affine.as_ref().unwrap();
         assert_eq!(a.modules, 211);
         assert_eq!((a.fields_identical, a.values_identical), (211, 211));
@@ -117,7 +117,7 @@ fn mixed_4_6_bits_needs_a_fallback_and_f32_gives_go() {
     let q4 = r.rules.iter().find(|s| s.ggml_type == "Q4_1").unwrap();
     assert_eq!(q4.tensors, 183);
     let v = verify_with(&hf("mixed-4-6"), &out);
-    assert_eq!(v.verdict, "GO", "{:?}", v.blockers);
+    assert_eq!(v.verdict, Verdict::Go, "{:?}", v.blockers);
     let a = v.gate1_affine.as_ref().unwrap();
     assert_eq!((a.fallback_tensors, a.fallback_identical), (28, 28));
     assert_eq!((a.fields_identical, a.values_identical), (183, 183));
@@ -232,11 +232,11 @@ fn tampered_metadata_is_no_go_naming_the_tensor() {
         (&d3, format!("{q}.biases"), "missing"),
     ] {
         let v = verify_with(dir, &good);
-        assert_eq!(v.verdict, "NO-GO");
+        assert_eq!(v.verdict, Verdict::NoGo);
         let b = v
             .blockers
             .iter()
-            .find(|b| b.code == "source-quantization")
+            .find(|b| b.code == BlockerCode::SourceQuantization)
             .unwrap_or_else(|| panic!("{dir:?}: {:?}", v.blockers));
         assert_eq!(b.subject, subject);
         assert!(b.detail.contains(needle), "{}", b.detail);
@@ -260,11 +260,11 @@ fn tampered_metadata_is_no_go_naming_the_tensor() {
         |_| {},
     );
     let v = verify_with(&d4, &good);
-    assert_eq!(v.verdict, "NO-GO");
+    assert_eq!(v.verdict, Verdict::NoGo);
     assert!(
         v.blockers
             .iter()
-            .any(|b| b.code == "source-quantization" && b.subject == "config.json"),
+            .any(|b| b.code == BlockerCode::SourceQuantization && b.subject == "config.json"),
         "{:?}",
         v.blockers
     );

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use quantgate::convert::{self, ConvertOptions, OutType};
-use quantgate::verify::{self, VerifyOptions};
+use quantgate::verify::{self, BlockerCode, Verdict, VerifyOptions};
 
 #[test]
 fn smollm2_fixture_to_f16_verifies_go_with_logits() {
@@ -43,7 +43,7 @@ fn smollm2_fixture_to_f16_verifies_go_with_logits() {
         threads: 2,
     })
     .unwrap();
-    assert_eq!(r.verdict, "GO", "{:?}", r.blockers);
+    assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
     assert_eq!(r.gate1.bit_identical, 272);
     let l = r.gate2_logits.as_ref().unwrap();
     assert!(l.positions > 400, "{l:?}");
@@ -90,11 +90,11 @@ fn smollm2_fixture_to_f16_verifies_go_with_logits() {
         threads: 2,
     })
     .unwrap();
-    assert_eq!(r.verdict, "NO-GO");
+    assert_eq!(r.verdict, Verdict::NoGo);
     assert!(
         r.blockers
             .iter()
-            .any(|b| b.code == "tensor-bits" && b.subject == "blk.0.attn_q.weight"),
+            .any(|b| b.code == BlockerCode::TensorBits && b.subject == "blk.0.attn_q.weight"),
         "{:?}",
         r.blockers
     );

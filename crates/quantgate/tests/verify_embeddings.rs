@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use gguf::{Gguf, GgufWriter, TensorData, TensorEntry, Value};
 use quantgate::convert::{self, ConvertOptions, OutType};
-use quantgate::verify::{self, VerifyOptions, VerifyReport};
+use quantgate::verify::{self, BlockerCode, Verdict, VerifyOptions, VerifyReport};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -70,7 +70,7 @@ fn minilm_f32_f16_q8_0_verify_go() {
         let c = convert_to(&minilm(), &out, t, false);
         assert_eq!(c.tensors.len(), 101);
         let r = run_verify(&minilm(), &out, None);
-        assert_eq!(r.verdict, "GO", "{t:?}: {:?}", r.blockers);
+        assert_eq!(r.verdict, Verdict::Go, "{t:?}: {:?}", r.blockers);
         assert_eq!(r.gate1.bit_identical, 101, "{t:?}");
         assert_eq!(r.gate1.metadata_matching, r.gate1.metadata_keys);
         let v = r.gate2_vectors.as_ref().unwrap();
@@ -183,7 +183,7 @@ fn tamper(
     w.write_to_path(dst).unwrap();
 }
 
-fn has_blocker(r: &VerifyReport, code: &str, subject: &str) -> bool {
+fn has_blocker(r: &VerifyReport, code: BlockerCode, subject: &str) -> bool {
     r.blockers
         .iter()
         .any(|b| b.code == code && b.subject.contains(subject))
@@ -211,9 +211,9 @@ fn the_verifier_catches_broken_ggufs() {
         None,
     );
     let r = run_verify(&minilm(), &p, None);
-    assert_eq!(r.verdict, "NO-GO");
+    assert_eq!(r.verdict, Verdict::NoGo);
     assert!(
-        has_blocker(&r, "metadata-mismatch", "tokenizer.ggml.add_eos_token"),
+        has_blocker(&r, BlockerCode::MetadataMismatch, "tokenizer.ggml.add_eos_token"),
         "{:?}",
         r.blockers
     );
@@ -233,7 +233,7 @@ fn the_verifier_catches_broken_ggufs() {
     );
     let r = run_verify(&minilm(), &p, None);
     assert!(
-        has_blocker(&r, "metadata-mismatch", "tokenizer.ggml.pre"),
+        has_blocker(&r, BlockerCode::MetadataMismatch, "tokenizer.ggml.pre"),
         "{:?}",
         r.blockers
     );
@@ -249,8 +249,8 @@ fn the_verifier_catches_broken_ggufs() {
     );
     let r = run_verify(&minilm(), &p, None);
     assert!(
-        has_blocker(&r, "tensor-bits", "blk.0.attn_q.weight")
-            && has_blocker(&r, "tensor-bits", "blk.0.attn_k.weight"),
+        has_blocker(&r, BlockerCode::TensorBits, "blk.0.attn_q.weight")
+            && has_blocker(&r, BlockerCode::TensorBits, "blk.0.attn_k.weight"),
         "{:?}",
         r.blockers
     );
@@ -270,11 +270,11 @@ fn the_verifier_catches_broken_ggufs() {
         None,
     );
     let r = run_verify(&minilm(), &p, None);
-    assert_eq!(r.verdict, "NO-GO");
+    assert_eq!(r.verdict, Verdict::NoGo);
     let b: Vec<_> = r
         .blockers
         .iter()
-        .filter(|b| b.code == "tensor-bits")
+        .filter(|b| b.code == BlockerCode::TensorBits)
         .collect();
     assert_eq!(b.len(), 1, "{:?}", r.blockers);
     assert!(
@@ -298,12 +298,12 @@ fn the_verifier_catches_broken_ggufs() {
     );
     let r = run_verify(&minilm(), &p, None);
     assert!(
-        has_blocker(&r, "metadata-mismatch", "bert.pooling_type"),
+        has_blocker(&r, BlockerCode::MetadataMismatch, "bert.pooling_type"),
         "{:?}",
         r.blockers
     );
     assert!(
-        has_blocker(&r, "vectors-pooling", "pooling_type"),
+        has_blocker(&r, BlockerCode::VectorsPooling, "pooling_type"),
         "{:?}",
         r.blockers
     );
@@ -312,9 +312,9 @@ fn the_verifier_catches_broken_ggufs() {
     let proto = dir.path().join("p.toml");
     std::fs::write(&proto, "[thresholds]\nmin_cosine = 0.99\n").unwrap();
     let r = run_verify(&minilm(), &good, Some(proto.clone()));
-    assert_eq!(r.verdict, "NO-GO");
+    assert_eq!(r.verdict, Verdict::NoGo);
     assert!(
-        has_blocker(&r, "threshold-undeclared", "min_top1_agreement"),
+        has_blocker(&r, BlockerCode::ThresholdUndeclared, "min_top1_agreement"),
         "{:?}",
         r.blockers
     );
@@ -327,7 +327,7 @@ fn the_verifier_catches_broken_ggufs() {
     )
     .unwrap();
     let r = run_verify(&minilm(), &good, Some(proto));
-    assert_eq!(r.verdict, "GO", "{:?}", r.blockers);
+    assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
 }
 
 #[test]

@@ -4,13 +4,14 @@
 //! SIGINT/SIGTERM stop between chunks/tasks/repetitions: exit 130, no output file left behind.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Subcommand;
 use quantgate::eval::record::{self, EvalRecord, RunSettings};
+
+use super::{exit::usage, Status};
 use quantgate::eval::{bench, hellaswag, kld, ppl};
-use quantgate::progress;
+use super::progress;
 
 #[derive(Subcommand)]
 pub enum EvalCommand {
@@ -161,10 +162,6 @@ fn emit<T: serde::Serialize>(
     record::write(path, &rec)
 }
 
-fn usage(msg: String) -> anyhow::Error {
-    crate::Usage(msg).into()
-}
-
 /// Checks, before anything is measured: threads ≥ 1, and every output (`--json`, its `.md`
 /// twin, `--out`) distinct from the inputs and from each other.
 fn check_args(threads: i32, outputs: &[&Path], inputs: &[&Path]) -> anyhow::Result<()> {
@@ -201,7 +198,7 @@ fn refs(v: &[PathBuf]) -> Vec<&Path> {
 }
 
 /// Runs one `eval` subcommand.
-pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
+pub fn run(cmd: EvalCommand) -> anyhow::Result<Status> {
     quantgate::interrupt::install();
     let t0 = Instant::now();
     match cmd {
@@ -213,80 +210,13 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
             chunks,
             threads,
             json,
-        } => {
-            if chunks == Some(0) {
-                return Err(usage("--chunks 0: at least one chunk".into()));
-            }
-            let mut outs = json_outputs(&json)?;
-            outs.push(out.clone());
-            check_args(threads, &refs(&outs), &[&model, &file])?;
-            let text = ppl::read_text(&file)?;
-            println!("runtime: {}", llama_runtime::build_info());
-            let pb = progress::bar(0, "chunks");
-            let r = kld::write_base(&model, &text, ctx, chunks, threads, &out, |i, n| {
-                pb.set_length(n as u64);
-                pb.set_position(i as u64)
-            });
-            pb.finish_and_clear();
-            let r = r?;
-            println!(
-                "kld base: {} chunks × {ctx} tokens, n_vocab {} → {}",
-                r.chunks,
-                r.n_vocab,
-                out.display()
-            );
-            let s = logits_settings(threads, ctx as u32, 512, None);
-            emit(
-                json.as_deref(),
-                "kld-base",
-                &[&model],
-                s,
-                vec![r.load_ms],
-                t0,
-                r,
-            )?;
-        }
+        } => kld_base(&model, &file, &out, ctx, chunks, threads, json, t0),
         EvalCommand::Kld {
             model,
             base,
             threads,
             json,
-        } => {
-            check_args(threads, &refs(&json_outputs(&json)?), &[&model, &base])?;
-            println!("runtime: {}", llama_runtime::build_info());
-            let pb = progress::bar(0, "chunks");
-            let r = kld::compare(&model, &base, threads, |i, n| {
-                pb.set_length(n as u64);
-                pb.set_position(i as u64)
-            });
-            pb.finish_and_clear();
-            let r = r?;
-            println!("====== Perplexity statistics ======");
-            println!("Mean PPL(Q)                   : {:10.6}", r.ppl_q);
-            println!("Mean PPL(base)                : {:10.6}", r.ppl_base);
-            println!("====== KL divergence statistics ======");
-            println!("Mean    KLD: {:10.6} ± {:10.6}", r.mean_kld, r.mean_kld_unc);
-            println!("Maximum KLD: {:10.6}", r.max_kld);
-            println!("99.0%   KLD: {:10.6}", r.kld_99);
-            println!("Median  KLD: {:10.6}", r.median_kld);
-            println!("====== Token probability statistics ======");
-            println!("RMS Δp    : {:6.3} %", 100.0 * r.rms_dp);
-            println!(
-                "Same top p: {:6.3} ± {:5.3} %",
-                100.0 * r.same_top_p,
-                100.0 * r.same_top_p_unc
-            );
-            let s = logits_settings(threads, r.n_ctx as u32, 512, None);
-            emit(
-                json.as_deref(),
-                "kld",
-                &[&model, &base],
-                s,
-                vec![r.load_ms],
-                t0,
-                r,
-            )?;
-        }
+        } => kld(&model, &base, threads, json, t0),
         EvalCommand::Hellaswag {
             model,
             file,
@@ -294,36 +224,7 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
             ctx,
             threads,
             json,
-        } => {
-            if tasks == 0 {
-                return Err(usage("--tasks 0: at least one task".into()));
-            }
-            check_args(threads, &refs(&json_outputs(&json)?), &[&model, &file])?;
-            let all = hellaswag::load_tasks(&file)?;
-            println!("runtime: {}", llama_runtime::build_info());
-            println!("hellaswag_score : loaded {} tasks from prompt.", all.len());
-            let n = tasks.min(all.len());
-            println!("hellaswag_score : selecting {n} randomized tasks.");
-            println!("\ntask\tacc_norm\t95% confidence interval");
-            let pb = progress::bar(n as u64, "tasks");
-            let r = hellaswag::run(&model, &all, tasks, ctx, threads, |n, acc, lo, hi| {
-                pb.suspend(|| println!("{n}\t{acc:3.8}%\t[{lo:3.4}%, {hi:3.4}%]"));
-                pb.set_position(n as u64);
-            });
-            pb.finish_and_clear();
-            let r = r?;
-            println!();
-            let s = logits_settings(threads, ctx, 512, Some(1));
-            emit(
-                json.as_deref(),
-                "hellaswag",
-                &[&model],
-                s,
-                vec![r.load_ms],
-                t0,
-                r,
-            )?;
-        }
+        } => hellaswag(&model, &file, tasks, ctx, threads, json, t0),
         EvalCommand::Bench {
             models,
             n_prompt,
@@ -331,64 +232,7 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
             reps,
             threads,
             json,
-        } => {
-            if reps == 0 || (n_prompt == 0 && n_gen == 0) {
-                return Err(usage("--reps and one of -p/-n must be at least 1".into()));
-            }
-            check_args(threads, &refs(&json_outputs(&json)?), &refs(&models))?;
-            let rows = bench::run(&models, n_prompt, n_gen, reps, threads)?;
-            let n_ctx = (n_prompt.max(n_gen) as u32).div_ceil(256) * 256;
-            println!(
-                "runtime: {} · threads {threads} · n_ctx {n_ctx} · n_batch {} · n_ubatch 512 · KV F16",
-                llama_runtime::build_info(),
-                2048.min(n_ctx)
-            );
-            println!("| model | size | test | t/s |\n|---|---:|---|---:|");
-            for r in &rows {
-                println!(
-                    "| {} | {:.1} MiB | {} | {:.2} ± {:.2} |",
-                    bench::short_name(&r.model),
-                    r.file_bytes as f64 / 1048576.0,
-                    r.test,
-                    r.avg_ts,
-                    r.stddev_ts
-                );
-            }
-            let table = bench::ratio_table(&rows);
-            for q in &table {
-                println!(
-                    "ratio {} / {} {}: {:.3} ± {:.3} (per replicate {:?})",
-                    bench::short_name(&q.model),
-                    bench::short_name(&q.base),
-                    q.test,
-                    q.mean,
-                    q.sd,
-                    q.per_replicate
-                        .iter()
-                        .map(|x| (x * 1000.0).round() / 1000.0)
-                        .collect::<Vec<_>>()
-                );
-            }
-            let s = RunSettings {
-                threads,
-                n_ctx,
-                n_batch: 2048.min(n_ctx),
-                n_ubatch: 512,
-                type_kv: "F16".into(),
-                seed: Some(1),
-            };
-            let paths: Vec<&Path> = models.iter().map(PathBuf::as_path).collect();
-            let mut load_ms = Vec::new();
-            for m in &models {
-                let l = rows
-                    .iter()
-                    .find(|r| Path::new(&r.model) == m)
-                    .map_or(0.0, |r| r.load_ms);
-                load_ms.push(l);
-            }
-            let result = serde_json::json!({ "rows": rows, "ratios": table });
-            emit(json.as_deref(), "bench", &paths, s, load_ms, t0, result)?;
-        }
+        } => bench(&models, n_prompt, n_gen, reps, threads, json, t0),
         EvalCommand::Ppl {
             model,
             file,
@@ -400,87 +244,284 @@ pub fn run(cmd: EvalCommand) -> anyhow::Result<ExitCode> {
             reference,
         } => {
             if chunks == Some(0) || ubatch == 0 {
-                return Err(usage("--chunks and --ubatch must be at least 1".into()));
+                return Err(usage("--chunks and --ubatch must be at least 1"));
             }
-            check_args(threads, &refs(&json_outputs(&json)?), &[&model, &file])?;
-            if let Some(r) = &reference {
-                if !r.join("config.json").is_file() {
-                    return Err(usage(format!(
-                        "--reference {}: no config.json (an HF folder is expected)",
-                        r.display()
-                    )));
-                }
-            }
-            let text = ppl::read_text(&file)?;
             let p = ppl::PplParams {
                 n_ctx: ctx,
                 chunks,
                 threads,
                 n_ubatch: ubatch,
             };
-            println!("runtime: {}", llama_runtime::build_info());
-            let pb = progress::bar(0, "chunks");
-            let r = ppl::perplexity(&model, &text, &p, |i, n, v| {
-                pb.set_length(n as u64);
-                use std::io::Write;
-                pb.suspend(|| {
-                    print!("[{i}]{v:.4},");
-                    let _ = std::io::stdout().flush();
-                });
-                pb.set_position(i as u64);
-            });
-            pb.finish_and_clear();
-            let r = r?;
-            println!();
-            println!(
-                "perplexity: {} chunks, n_ctx={}, {} tokens scored, {:.1} tokens/s, load {:.0} ms, threads {}",
-                r.chunks, ctx, r.scored_tokens, r.tokens_per_second, r.load_ms, threads
-            );
-            println!("Final estimate: PPL = {:.4} +/- {:.5}", r.ppl, r.ppl_se);
-            if let Some(hf) = &reference {
-                let bos = {
-                    let m = llama_runtime::Model::load(&model, true)?;
-                    m.add_bos().then(|| m.bos() as u32)
-                };
-                let pb = progress::bar(0, "reference chunks");
-                let rr = quantgate::eval::ref_ppl::reference_perplexity(
-                    hf,
-                    &text,
-                    ctx as usize,
-                    r.chunks,
-                    bos,
-                    |i, n| {
-                        pb.set_length(n as u64);
-                        pb.set_position(i as u64)
-                    },
-                );
-                pb.finish_and_clear();
-                let rr = rr?;
-                println!("\n| side | model | chunks × n_ctx | PPL |\n|---|---|---|---:|");
-                println!(
-                    "| llama.cpp | {} | {} × {ctx} | {:.4} ± {:.5} |",
-                    model.display(),
-                    r.chunks,
-                    r.ppl,
-                    r.ppl_se
-                );
-                println!(
-                    "| reference (candle f32) | {} | {} × {ctx} | {:.4} ± {:.5} |",
-                    hf.display(),
-                    rr.chunks,
-                    rr.ppl,
-                    rr.ppl_se
-                );
-                if rr.scored_tokens != r.scored_tokens || rr.text_tokens != r.text_tokens {
-                    println!(
-                        "note: token counts differ (llama.cpp {} text / {} scored, reference {} / {})",
-                        r.text_tokens, r.scored_tokens, rr.text_tokens, rr.scored_tokens
-                    );
-                }
-            }
-            let s = logits_settings(threads, ctx, ubatch, None);
-            emit(json.as_deref(), "ppl", &[&model], s, vec![r.load_ms], t0, r)?;
+            perplexity(&model, &file, &p, json, reference.as_deref(), t0)
+        }
+    }?;
+    Ok(Status::Success)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn kld_base(
+    model: &Path,
+    file: &Path,
+    out: &Path,
+    ctx: usize,
+    chunks: Option<usize>,
+    threads: i32,
+    json: Option<PathBuf>,
+    t0: Instant,
+) -> anyhow::Result<()> {
+    if chunks == Some(0) {
+        return Err(usage("--chunks 0: at least one chunk"));
+    }
+    let mut outs = json_outputs(&json)?;
+    outs.push(out.to_path_buf());
+    check_args(threads, &refs(&outs), &[model, file])?;
+    let text = ppl::read_text(file)?;
+    println!("runtime: {}", llama_runtime::build_info());
+    let pb = progress::bar(0, "chunks");
+    let r = kld::write_base(model, &text, ctx, chunks, threads, out, |i, n| {
+        pb.set_length(n as u64);
+        pb.set_position(i as u64)
+    });
+    pb.finish_and_clear();
+    let r = r?;
+    println!(
+        "kld base: {} chunks × {ctx} tokens, n_vocab {} → {}",
+        r.chunks,
+        r.n_vocab,
+        out.display()
+    );
+    let s = logits_settings(threads, ctx as u32, 512, None);
+    emit(json.as_deref(), "kld-base", &[model], s, vec![r.load_ms], t0, r)
+}
+
+fn kld(
+    model: &Path,
+    base: &Path,
+    threads: i32,
+    json: Option<PathBuf>,
+    t0: Instant,
+) -> anyhow::Result<()> {
+    check_args(threads, &refs(&json_outputs(&json)?), &[model, base])?;
+    println!("runtime: {}", llama_runtime::build_info());
+    let pb = progress::bar(0, "chunks");
+    let r = kld::compare(model, base, threads, |i, n| {
+        pb.set_length(n as u64);
+        pb.set_position(i as u64)
+    });
+    pb.finish_and_clear();
+    let r = r?;
+    println!("====== Perplexity statistics ======");
+    println!("Mean PPL(Q)                   : {:10.6}", r.ppl_q);
+    println!("Mean PPL(base)                : {:10.6}", r.ppl_base);
+    println!("====== KL divergence statistics ======");
+    println!("Mean    KLD: {:10.6} ± {:10.6}", r.mean_kld, r.mean_kld_unc);
+    println!("Maximum KLD: {:10.6}", r.max_kld);
+    println!("99.0%   KLD: {:10.6}", r.kld_99);
+    println!("Median  KLD: {:10.6}", r.median_kld);
+    println!("====== Token probability statistics ======");
+    println!("RMS Δp    : {:6.3} %", 100.0 * r.rms_dp);
+    println!(
+        "Same top p: {:6.3} ± {:5.3} %",
+        100.0 * r.same_top_p,
+        100.0 * r.same_top_p_unc
+    );
+    let s = logits_settings(threads, r.n_ctx as u32, 512, None);
+    emit(json.as_deref(), "kld", &[model, base], s, vec![r.load_ms], t0, r)
+}
+
+fn hellaswag(
+    model: &Path,
+    file: &Path,
+    tasks: usize,
+    ctx: u32,
+    threads: i32,
+    json: Option<PathBuf>,
+    t0: Instant,
+) -> anyhow::Result<()> {
+    if tasks == 0 {
+        return Err(usage("--tasks 0: at least one task"));
+    }
+    check_args(threads, &refs(&json_outputs(&json)?), &[model, file])?;
+    let all = hellaswag::load_tasks(file)?;
+    println!("runtime: {}", llama_runtime::build_info());
+    println!("hellaswag_score : loaded {} tasks from prompt.", all.len());
+    let n = tasks.min(all.len());
+    println!("hellaswag_score : selecting {n} randomized tasks.");
+    println!("\ntask\tacc_norm\t95% confidence interval");
+    let pb = progress::bar(n as u64, "tasks");
+    let r = hellaswag::run(model, &all, tasks, ctx, threads, |n, acc, lo, hi| {
+        pb.suspend(|| println!("{n}\t{acc:3.8}%\t[{lo:3.4}%, {hi:3.4}%]"));
+        pb.set_position(n as u64);
+    });
+    pb.finish_and_clear();
+    let r = r?;
+    println!();
+    let s = logits_settings(threads, ctx, 512, Some(1));
+    emit(json.as_deref(), "hellaswag", &[model], s, vec![r.load_ms], t0, r)
+}
+
+fn bench(
+    models: &[PathBuf],
+    n_prompt: usize,
+    n_gen: usize,
+    reps: usize,
+    threads: i32,
+    json: Option<PathBuf>,
+    t0: Instant,
+) -> anyhow::Result<()> {
+    if reps == 0 || (n_prompt == 0 && n_gen == 0) {
+        return Err(usage("--reps and one of -p/-n must be at least 1"));
+    }
+    check_args(threads, &refs(&json_outputs(&json)?), &refs(models))?;
+    let rows = bench::run(models, n_prompt, n_gen, reps, threads)?;
+    let c = bench::context_params(n_prompt, n_gen, threads);
+    println!(
+        "runtime: {} · threads {threads} · n_ctx {} · n_batch {} · n_ubatch {} · KV F16",
+        llama_runtime::build_info(),
+        c.n_ctx,
+        c.n_batch,
+        c.n_ubatch
+    );
+    println!("| model | size | test | t/s |\n|---|---:|---|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {:.1} MiB | {} | {:.2} ± {:.2} |",
+            bench::short_name(&r.model),
+            r.file_bytes as f64 / 1048576.0,
+            r.test,
+            r.avg_ts,
+            r.stddev_ts
+        );
+    }
+    let table = bench::ratio_table(&rows);
+    for q in &table {
+        println!(
+            "ratio {} / {} {}: {:.3} ± {:.3} (per replicate {:?})",
+            bench::short_name(&q.model),
+            bench::short_name(&q.base),
+            q.test,
+            q.mean,
+            q.sd,
+            q.per_replicate
+                .iter()
+                .map(|x| (x * 1000.0).round() / 1000.0)
+                .collect::<Vec<_>>()
+        );
+    }
+    let s = RunSettings {
+        threads,
+        n_ctx: c.n_ctx,
+        n_batch: c.n_batch,
+        n_ubatch: c.n_ubatch,
+        type_kv: "F16".into(),
+        seed: Some(1),
+    };
+    let load_ms = models
+        .iter()
+        .map(|m| {
+            rows.iter()
+                .find(|r| Path::new(&r.model) == m)
+                .map_or(0.0, |r| r.load_ms)
+        })
+        .collect();
+    let result = bench::BenchResult {
+        rows,
+        ratios: table,
+    };
+    emit(json.as_deref(), "bench", &refs(models), s, load_ms, t0, result)
+}
+
+fn perplexity(
+    model: &Path,
+    file: &Path,
+    p: &ppl::PplParams,
+    json: Option<PathBuf>,
+    reference: Option<&Path>,
+    t0: Instant,
+) -> anyhow::Result<()> {
+    check_args(p.threads, &refs(&json_outputs(&json)?), &[model, file])?;
+    if let Some(r) = reference {
+        if !r.join("config.json").is_file() {
+            return Err(usage(format!(
+                "--reference {}: no config.json (an HF folder is expected)",
+                r.display()
+            )));
         }
     }
-    Ok(ExitCode::SUCCESS)
+    let text = ppl::read_text(file)?;
+    println!("runtime: {}", llama_runtime::build_info());
+    let pb = progress::bar(0, "chunks");
+    let r = ppl::perplexity(model, &text, p, |i, n, v| {
+        pb.set_length(n as u64);
+        use std::io::Write;
+        pb.suspend(|| {
+            print!("[{i}]{v:.4},");
+            let _ = std::io::stdout().flush();
+        });
+        pb.set_position(i as u64);
+    });
+    pb.finish_and_clear();
+    let r = r?;
+    println!();
+    println!(
+        "perplexity: {} chunks, n_ctx={}, {} tokens scored, {:.1} tokens/s, load {:.0} ms, threads {}",
+        r.chunks, p.n_ctx, r.scored_tokens, r.tokens_per_second, r.load_ms, p.threads
+    );
+    println!("Final estimate: PPL = {:.4} +/- {:.5}", r.ppl, r.ppl_se);
+    if let Some(hf) = reference {
+        reference_side_by_side(model, hf, &text, p.n_ctx, &r)?;
+    }
+    let s = logits_settings(p.threads, p.n_ctx, p.n_ubatch, None);
+    emit(json.as_deref(), "ppl", &[model], s, vec![r.load_ms], t0, r)
+}
+
+/// `--reference HF_DIR`: the reference's PPL on the same tokens and chunks, printed next to
+/// llama.cpp's.
+fn reference_side_by_side(
+    model: &Path,
+    hf: &Path,
+    text: &str,
+    ctx: u32,
+    r: &ppl::PplResult,
+) -> anyhow::Result<()> {
+    let bos = {
+        let m = llama_runtime::Model::load(model, true)?;
+        m.add_bos().then(|| m.bos() as u32)
+    };
+    let pb = progress::bar(0, "reference chunks");
+    let rr = quantgate::eval::ref_ppl::reference_perplexity(
+        hf,
+        text,
+        ctx as usize,
+        r.chunks,
+        bos,
+        |i, n| {
+            pb.set_length(n as u64);
+            pb.set_position(i as u64)
+        },
+    );
+    pb.finish_and_clear();
+    let rr = rr?;
+    println!("\n| side | model | chunks × n_ctx | PPL |\n|---|---|---|---:|");
+    println!(
+        "| llama.cpp | {} | {} × {ctx} | {:.4} ± {:.5} |",
+        model.display(),
+        r.chunks,
+        r.ppl,
+        r.ppl_se
+    );
+    println!(
+        "| reference (candle f32) | {} | {} × {ctx} | {:.4} ± {:.5} |",
+        hf.display(),
+        rr.chunks,
+        rr.ppl,
+        rr.ppl_se
+    );
+    if rr.scored_tokens != r.scored_tokens || rr.text_tokens != r.text_tokens {
+        println!(
+            "note: token counts differ (llama.cpp {} text / {} scored, reference {} / {})",
+            r.text_tokens, r.scored_tokens, rr.text_tokens, rr.scored_tokens
+        );
+    }
+    Ok(())
 }

@@ -1,5 +1,17 @@
-//! Subcommand groups of the `quantgate` binary that have grown beyond a few lines.
+//! One module per subcommand: its clap arguments, one call into the library, and the
+//! rendering of the typed result. [`exit`] decides the exit status for all of them.
 
+pub mod analyze;
 pub mod bench;
+pub mod convert;
+pub mod demo;
 pub mod eval;
+pub mod exit;
+pub mod inspect;
+pub mod progress;
 pub mod protocol;
+pub mod quantize;
+pub mod run;
+pub mod verify;
+
+pub use exit::Status;

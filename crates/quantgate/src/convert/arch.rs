@@ -1,5 +1,5 @@
 //! Per-architecture conversion tables: HF tensor names → GGUF names, tensors kept in F32,
-//! names dropped, and the hyperparameter keys, per `../shared/docs/llamacpp-spec.md` §4.3.
+//! names dropped, and the hyperparameter keys, per `docs/llamacpp-spec.md` §4.3.
 //! The verifier reads the same tables, so a mapping is stated once.
 
 use anyhow::{bail, Result};

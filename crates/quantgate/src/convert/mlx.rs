@@ -608,13 +608,11 @@ pub fn plan(hf: &HfDir, qc: &QuantConfig, fallback: Option<Fallback>) -> Result<
 /// `general.file_type` of a file written from an MLX checkpoint: llama.h `LLAMA_FTYPE_MOSTLY_Q4_1`
 /// (3) if any tensor is Q4_1, else `MOSTLY_Q5_1` (9) if any is Q5_1; `None` otherwise.
 pub fn file_type(types: &[GgmlType]) -> Option<u32> {
-    if types.contains(&GgmlType::Q4_1) {
-        Some(3)
-    } else if types.contains(&GgmlType::Q5_1) {
-        Some(9)
-    } else {
-        None
-    }
+    [GgmlType::Q4_1, GgmlType::Q5_1]
+        .into_iter()
+        .find(|t| types.contains(t))
+        .and_then(gguf::LlamaFtype::mostly)
+        .map(|f| f.id)
 }
 
 /// Error of a lossy fallback: max |stored − named formula| and RMS over the tensor.

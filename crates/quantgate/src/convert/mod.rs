@@ -9,7 +9,7 @@ pub mod tokenizer;
 pub mod vocab;
 
 use std::cell::RefCell;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -54,14 +54,11 @@ impl OutType {
         }
     }
 
-    /// `general.file_type` (llama.h `LLAMA_FTYPE_*`).
+    /// `general.file_type` (llama.h `LLAMA_FTYPE_*`, from [`gguf::LlamaFtype`]).
     fn file_type(self) -> u32 {
-        match self {
-            OutType::F32 => 0,
-            OutType::F16 | OutType::Auto => 1,
-            OutType::Q8_0 => 7,
-            OutType::BF16 => 32,
-        }
+        gguf::LlamaFtype::mostly(self.ggml())
+            .expect("every outtype has a llama.h file type")
+            .id
     }
 }
 
@@ -259,7 +256,7 @@ pub fn plan(
 }
 
 /// The head count for llama's Q/K permutation of `gguf_name`, if it needs one
-/// (`../shared/docs/llamacpp-spec.md` §4.3: q with n_head, k with n_kv_head, weights and biases).
+/// (`docs/llamacpp-spec.md` §4.3: q with n_head, k with n_kv_head, weights and biases).
 pub fn permute_heads(hf: &HfDir, arch: Arch, gguf_name: &str) -> Option<usize> {
     if arch != Arch::Llama {
         return None;
@@ -358,16 +355,13 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
     notes.extend(tok.notes.iter().cloned());
 
     let mut w = GgufWriter::new();
-    // A file from an MLX checkpoint is typed by its quantized tensors (MOSTLY_Q4_1 …).
-    let mlx_file_type = mlx_plan.as_ref().and_then(|p| {
-        let types: Vec<GgmlType> = p.by_weight.values().map(|(_, t, _)| *t).collect();
-        mlx::file_type(&types)
-    });
-    for (k, v) in metadata(&hf, arch, outtype, pooling, &vocab) {
-        match (k.as_str(), mlx_file_type) {
-            ("general.file_type", Some(ft)) => w.add_kv(k, Value::U32(ft)),
-            _ => w.add_kv(k, v),
-        }
+    let quantized: Vec<GgmlType> = mlx_plan
+        .as_ref()
+        .map(|p| p.by_weight.values().map(|(_, t, _)| *t).collect())
+        .unwrap_or_default();
+    let ft = file_type(outtype, &quantized);
+    for (k, v) in metadata(&hf, arch, ft, pooling, &vocab) {
+        w.add_kv(k, v);
     }
     let planned = if opts.vocab_only {
         Vec::new()
@@ -511,148 +505,135 @@ pub fn f16_range(x: &[f32]) -> (usize, usize) {
     (overflow, zeroed)
 }
 
+/// `general.file_type` (llama.h `LLAMA_FTYPE_*`) of a file written as `outtype` whose
+/// already-quantized (MLX) tensors were stored as `quantized`: such a file is typed by its
+/// quantized tensors (MOSTLY_Q4_1 …), as convert writes it and verify expects it.
+pub fn file_type(outtype: OutType, quantized: &[GgmlType]) -> u32 {
+    mlx::file_type(quantized).unwrap_or_else(|| outtype.file_type())
+}
+
 /// The GGUF metadata in convert_hf_to_gguf.py's order: general, hyperparameters ending with
-/// `general.file_type`, arch extras, quantization version, tokenizer.
+/// `general.file_type` (`file_type`, see [`file_type`]), arch extras, quantization version,
+/// tokenizer.
 pub fn metadata(
     hf: &HfDir,
     arch: Arch,
-    outtype: OutType,
+    file_type: u32,
     pooling: Option<Pooling>,
     vocab: &vocab::Vocab,
 ) -> Vec<(String, Value)> {
+    use gguf::keys::{arch_key, general, llm};
     let a = arch.gguf_name();
     let mut kv: Vec<(String, Value)> = Vec::new();
-    let mut put = |k: String, v: Value| kv.push((k, v));
-    put("general.architecture".into(), Value::string(a));
-    put("general.type".into(), Value::string("model"));
+    let mut put = |k: &str, v: Value| kv.push((arch_key(k, a), v));
+    put(general::ARCHITECTURE, Value::string(a));
+    put(general::TYPE, Value::string("model"));
     let name = hf
         .dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     if !name.is_empty() {
-        put("general.name".into(), Value::string(name));
+        put(general::NAME, Value::string(name));
     }
     let u32_of = |k: &str| hf.config_u64(k).map(|v| Value::U32(v as u32));
     let f32_of = |k: &str| hf.config_f64(k).map(|v| Value::F32(v as f32));
     let rows: [(&str, Option<Value>); 10] = [
-        ("block_count", u32_of("num_hidden_layers")),
-        ("context_length", u32_of("max_position_embeddings")),
-        ("embedding_length", u32_of("hidden_size")),
-        ("feed_forward_length", u32_of("intermediate_size")),
-        ("attention.head_count", u32_of("num_attention_heads")),
-        ("attention.head_count_kv", u32_of("num_key_value_heads")),
-        ("rope.freq_base", f32_of("rope_theta")),
-        ("attention.layer_norm_rms_epsilon", f32_of("rms_norm_eps")),
-        ("attention.layer_norm_epsilon", f32_of("layer_norm_eps")),
-        ("attention.key_length", u32_of("head_dim")),
+        (llm::BLOCK_COUNT, u32_of("num_hidden_layers")),
+        (llm::CONTEXT_LENGTH, u32_of("max_position_embeddings")),
+        (llm::EMBEDDING_LENGTH, u32_of("hidden_size")),
+        (llm::FEED_FORWARD_LENGTH, u32_of("intermediate_size")),
+        (llm::HEAD_COUNT, u32_of("num_attention_heads")),
+        (llm::HEAD_COUNT_KV, u32_of("num_key_value_heads")),
+        (llm::ROPE_FREQ_BASE, f32_of("rope_theta")),
+        (llm::LAYERNORM_RMS_EPS, f32_of("rms_norm_eps")),
+        (llm::LAYERNORM_EPS, f32_of("layer_norm_eps")),
+        (llm::KEY_LENGTH, u32_of("head_dim")),
     ];
     for (k, v) in rows {
         if let Some(v) = v {
-            put(format!("{a}.{k}"), v.clone());
-            if k == "attention.key_length" {
-                put(format!("{a}.attention.value_length"), v);
+            put(k, v.clone());
+            if k == llm::KEY_LENGTH {
+                put(llm::VALUE_LENGTH, v);
             }
         }
     }
-    put("general.file_type".into(), Value::U32(outtype.file_type()));
+    put(general::FILE_TYPE, Value::U32(file_type));
     match arch {
         Arch::Bert => {
-            put(format!("{a}.attention.causal"), Value::Bool(false));
+            put(llm::CAUSAL, Value::Bool(false));
             if let Some(p) = pooling {
-                put(format!("{a}.pooling_type"), Value::U32(p.llama_id()));
+                put(llm::POOLING_TYPE, Value::U32(p.llama_id()));
             }
         }
         Arch::Qwen2 | Arch::Qwen3 => {
             if let Some(p) = pooling {
-                put(format!("{a}.pooling_type"), Value::U32(p.llama_id()));
+                put(llm::POOLING_TYPE, Value::U32(p.llama_id()));
             }
         }
         Arch::Llama => {
             if let Some(v) = u32_of("vocab_size") {
-                put(format!("{a}.vocab_size"), v);
+                put(llm::VOCAB_SIZE, v);
             }
             let heads = hf.config_u64("num_attention_heads").unwrap_or(1).max(1);
             let rope_dim = hf
                 .config_u64("head_dim")
                 .or_else(|| hf.config_u64("hidden_size").map(|h| h / heads));
             if let Some(d) = rope_dim {
-                put(format!("{a}.rope.dimension_count"), Value::U32(d as u32));
+                put(llm::ROPE_DIMENSION_COUNT, Value::U32(d as u32));
             }
         }
     }
-    put("general.quantization_version".into(), Value::U32(2));
-    if let Some(n) = vocab.token_type_count {
-        put("tokenizer.ggml.token_type_count".into(), Value::U32(n));
-    }
-    put(
-        "tokenizer.ggml.model".into(),
-        Value::string(vocab.model.clone()),
-    );
-    put(
-        "tokenizer.ggml.pre".into(),
-        Value::string(vocab.pre.clone()),
-    );
-    put(
-        "tokenizer.ggml.tokens".into(),
+    // ggml's block layouts since 2023 (gguf-py GGML_QUANT_VERSION).
+    put(general::QUANTIZATION_VERSION, Value::U32(2));
+    kv.extend(tokenizer_metadata(vocab));
+    kv
+}
+
+/// The `tokenizer.*` keys of `vocab`, in gguf-py's order.
+fn tokenizer_metadata(vocab: &vocab::Vocab) -> Vec<(String, Value)> {
+    use gguf::keys::tokenizer as k;
+    let strings = |v: &[String]| {
         Value::Array(
             ValueType::String,
-            vocab
-                .tokens
-                .iter()
-                .map(|t| Value::string(t.clone()))
-                .collect(),
-        ),
-    );
+            v.iter().map(|t| Value::string(t.clone())).collect(),
+        )
+    };
+    let mut kv: Vec<(String, Value)> = Vec::new();
+    let mut put = |k: &str, v: Value| kv.push((k.to_string(), v));
+    if let Some(n) = vocab.token_type_count {
+        put(k::TOKEN_TYPE_COUNT, Value::U32(n));
+    }
+    put(k::MODEL, Value::string(vocab.model.clone()));
+    put(k::PRE, Value::string(vocab.pre.clone()));
+    put(k::TOKENS, strings(&vocab.tokens));
     put(
-        "tokenizer.ggml.token_type".into(),
+        k::TOKEN_TYPE,
         Value::Array(
             ValueType::I32,
             vocab.token_types.iter().map(|t| Value::I32(*t)).collect(),
         ),
     );
     if !vocab.merges.is_empty() {
-        put(
-            "tokenizer.ggml.merges".into(),
-            Value::Array(
-                ValueType::String,
-                vocab
-                    .merges
-                    .iter()
-                    .map(|m| Value::string(m.clone()))
-                    .collect(),
-            ),
-        );
+        put(k::MERGES, strings(&vocab.merges));
     }
     for kind in vocab::SPECIAL_ORDER {
         if let Some(id) = vocab.special.get(kind) {
-            put(vocab::special_key(kind), Value::U32(*id));
+            put(&k::special_id(kind), Value::U32(*id));
         }
     }
     for kind in ["bos", "eos", "sep"] {
         if let Some(b) = vocab.add.get(kind) {
-            put(format!("tokenizer.ggml.add_{kind}_token"), Value::Bool(*b));
+            put(&k::add_token(kind), Value::Bool(*b));
         }
     }
     if let Some(b) = vocab.add_space_prefix {
-        put("tokenizer.ggml.add_space_prefix".into(), Value::Bool(b));
+        put(k::ADD_SPACE_PREFIX, Value::Bool(b));
     }
     if let Some(t) = &vocab.chat_template {
-        put("tokenizer.chat_template".into(), Value::string(t.clone()));
+        put(k::CHAT_TEMPLATE, Value::string(t.clone()));
     }
     kv
-}
-
-/// Default output path next to nothing in particular: `<dir name>-<outtype>.gguf`.
-pub fn default_output(dir: &Path, outtype: OutType) -> PathBuf {
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "model".into());
-    PathBuf::from(format!(
-        "{name}-{}.gguf",
-        format!("{outtype:?}").to_lowercase()
-    ))
 }
 
 #[cfg(test)]

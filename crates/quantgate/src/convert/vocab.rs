@@ -1,6 +1,6 @@
 //! Tokenizer metadata for GGUF, derived from tokenizer.json, tokenizer_config.json and
 //! config.json the way convert_hf_to_gguf.py and gguf-py's `SpecialVocab` do
-//! (`../shared/docs/llamacpp-spec.md` §4.2): tokens by id, token types, merges, the
+//! (`docs/llamacpp-spec.md` §4.2): tokens by id, token types, merges, the
 //! pre-tokenizer name from the probe-hash table, special ids, and add_bos/add_eos derived from
 //! the post-processor template — with every disagreement between the sources reported.
 
@@ -91,16 +91,6 @@ pub struct Vocab {
 
 /// Order in which gguf-py writes special ids.
 pub const SPECIAL_ORDER: &[&str] = &["bos", "eos", "eot", "unk", "sep", "pad", "mask"];
-
-/// GGUF key of a special id (gguf-py spells the separator `seperator`).
-pub fn special_key(kind: &str) -> String {
-    match kind {
-        "unk" => "tokenizer.ggml.unknown_token_id".into(),
-        "sep" => "tokenizer.ggml.seperator_token_id".into(),
-        "pad" => "tokenizer.ggml.padding_token_id".into(),
-        other => format!("tokenizer.ggml.{other}_token_id"),
-    }
-}
 
 fn looks_special(t: &str) -> bool {
     (t.starts_with("<|") && t.ends_with("|>"))

@@ -1,4 +1,4 @@
-//! pp/tg throughput as llama-bench measures it (`../shared/docs/llamacpp-spec.md` §2): per test a
+//! pp/tg throughput as llama-bench measures it (`docs/llamacpp-spec.md` §2): per test a
 //! fresh context, one untimed warm-up (a full prompt run, or a 1-token generation), then for each
 //! repetition: clear the memory, time the decode calls and their synchronization. Tokens are C
 //! `rand() % n_vocab` (BOS first when the vocab adds BOS), as llama-bench draws them. Arms are
@@ -9,21 +9,25 @@ use std::time::Instant;
 
 use anyhow::Result;
 use llama_runtime::{Context, ContextParams, Model};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One arm's samples for one test.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ArmResult {
     pub model: String,
     /// `pp512` or `tg128`.
     pub test: String,
     /// Tokens per second per repetition: 1e9·n / t_ns.
+    #[serde(deserialize_with = "crate::serde_nan::vec_f64")]
     pub samples_ts: Vec<f64>,
     /// Mean of `samples_ts`.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub avg_ts: f64,
     /// Sample standard deviation of `samples_ts` (0 for one sample).
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub stddev_ts: f64,
     /// Model load time, ms.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub load_ms: f64,
     /// File size, bytes.
     pub file_bytes: u64,
@@ -60,6 +64,30 @@ fn random_tokens(model: &Model, n: usize) -> Vec<i32> {
         .collect()
 }
 
+/// The context llama-bench builds for pp`n_prompt`/tg`n_gen`: n_ctx the larger rounded up to
+/// 256, n_batch min(2048, n_ctx), n_ubatch 512, F16 KV cache, no embeddings.
+pub fn context_params(n_prompt: usize, n_gen: usize, threads: i32) -> ContextParams {
+    let n_ctx = (n_prompt.max(n_gen) as u32).div_ceil(256) * 256;
+    ContextParams {
+        n_ctx,
+        n_batch: 2048.min(n_ctx),
+        n_ubatch: 512,
+        n_threads: threads,
+        embeddings: false,
+        pooling_type: -1,
+        type_kv: 1,
+    }
+}
+
+/// The result an `eval bench` record holds: per arm and test, then the ratios to the first arm.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BenchResult {
+    /// Per arm and test ([`run`]).
+    pub rows: Vec<ArmResult>,
+    /// Per later arm and test ([`ratio_table`]).
+    pub ratios: Vec<RatioRow>,
+}
+
 /// Runs pp`n_prompt` and tg`n_gen` on every model, `reps` times, arms alternated.
 /// Returns (per arm and test, per-replicate ratios of each later arm to the first).
 pub fn run(
@@ -78,7 +106,7 @@ pub fn run(
     for p in models {
         let t0 = Instant::now();
         let model = Model::load(p, false)?;
-        let need = n_prompt.max(n_gen).div_ceil(256) * 256;
+        let need = context_params(n_prompt, n_gen, threads).n_ctx as usize;
         crate::eval::ppl::check_ctx(&model, p, need)?;
         arms.push(Arm {
             path: p.clone(),
@@ -88,16 +116,7 @@ pub fn run(
     }
     // Samples per arm: (pp, tg) tokens/s, kept apart from the arms the contexts borrow.
     let mut samples: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); arms.len()];
-    let n_ctx = (n_prompt.max(n_gen) as u32).div_ceil(256) * 256;
-    let params = ContextParams {
-        n_ctx,
-        n_batch: 2048.min(n_ctx),
-        n_ubatch: 512,
-        n_threads: threads,
-        embeddings: false,
-        pooling_type: -1,
-        type_kv: 1,
-    };
+    let params = context_params(n_prompt, n_gen, threads);
     for (test, n) in [("pp", n_prompt), ("tg", n_gen)] {
         if n == 0 {
             continue;
@@ -170,7 +189,7 @@ pub fn ratios(first: &ArmResult, later: &ArmResult) -> Vec<f64> {
 }
 
 /// The per-replicate ratio of one later arm to the first arm for one test.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RatioRow {
     /// The later arm's model.
     pub model: String,
@@ -179,9 +198,12 @@ pub struct RatioRow {
     /// `pp512` / `tg128`.
     pub test: String,
     /// `later / first` per replicate.
+    #[serde(deserialize_with = "crate::serde_nan::vec_f64")]
     pub per_replicate: Vec<f64>,
     /// Mean and sample sd of `per_replicate`.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub mean: f64,
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub sd: f64,
 }
 

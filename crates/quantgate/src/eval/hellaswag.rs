@@ -1,4 +1,4 @@
-//! HellaSwag acc_norm as llama-perplexity computes it (`../shared/docs/llamacpp-spec.md` §1.2):
+//! HellaSwag acc_norm as llama-perplexity computes it (`docs/llamacpp-spec.md` §1.2):
 //! tasks drawn without replacement by `std::mt19937(1)` with libstdc++'s
 //! `uniform_int_distribution` (Lemire's method), each ending scored by its mean token
 //! log-likelihood after the prefix shared by all four, and a Wilson 95% interval.
@@ -11,7 +11,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
 use llama_runtime::{Context, ContextParams, Model};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One task: context, gold ending, four endings.
 #[derive(Clone, Debug)]
@@ -88,16 +88,20 @@ pub fn task_order(total: usize, n: usize) -> Vec<usize> {
 }
 
 /// Result of a run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct HellaswagResult {
     pub tasks: usize,
     pub correct: usize,
     /// 100 · correct / tasks.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub acc_norm: f64,
     /// Wilson 95% interval, percent.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub ci_low: f64,
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub ci_high: f64,
     /// Model load time, ms.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub load_ms: f64,
 }
 
@@ -204,7 +208,7 @@ mod tests {
 
     #[test]
     fn task_order_matches_the_libstdcxx_test_vector() {
-        // ../shared/docs/llamacpp-spec.md §1.2 (g++ 12, 10042 tasks).
+        // docs/llamacpp-spec.md §1.2 (g++ 12, 10042 tasks).
         assert_eq!(
             task_order(10042, 10),
             vec![4187, 10013, 7233, 9363, 1, 1286, 3036, 10032, 1474, 2371]

@@ -1,4 +1,4 @@
-//! KL divergence as llama-perplexity computes it (`../shared/docs/llamacpp-spec.md` §1.3):
+//! KL divergence as llama-perplexity computes it (`docs/llamacpp-spec.md` §1.3):
 //! a base run writes the `_logits_` file (every scored position's log-probabilities quantized to
 //! 16 bits, the same file format llama-perplexity writes with `--kl-divergence-base`), and a
 //! compare run decodes the same tokens with another model and reports mean KLD(base‖current),
@@ -9,7 +9,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
 use llama_runtime::Model;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 const MAGIC: &[u8; 8] = b"_logits_";
 
@@ -56,7 +56,7 @@ pub fn decode_record(r: &[u16], n_vocab: usize) -> Vec<f32> {
 }
 
 /// What the base run wrote.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct KldBaseResult {
     pub chunks: usize,
     pub n_ctx: usize,
@@ -64,6 +64,7 @@ pub struct KldBaseResult {
     /// Output file size, bytes.
     pub bytes: u64,
     /// Model load time, ms.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub load_ms: f64,
 }
 
@@ -134,23 +135,34 @@ pub fn write_base(
 }
 
 /// Compare-run statistics (llama-perplexity's final block).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct KldResult {
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub ppl_q: f64,
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub ppl_base: f64,
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub mean_kld: f64,
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub mean_kld_unc: f64,
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub max_kld: f64,
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub median_kld: f64,
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub kld_99: f64,
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub same_top_p: f64,
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub same_top_p_unc: f64,
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub rms_dp: f64,
     pub positions: usize,
     pub chunks: usize,
     /// Tokens per chunk of the base file.
     pub n_ctx: usize,
     /// Model load time, ms.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub load_ms: f64,
 }
 

@@ -1,4 +1,4 @@
-//! Perplexity exactly as llama-perplexity computes it (`../shared/docs/llamacpp-spec.md` §1.1):
+//! Perplexity exactly as llama-perplexity computes it (`docs/llamacpp-spec.md` §1.1):
 //! the whole text tokenized with add_special = true, parse_special = false; chunks of `n_ctx`
 //! tokens with the first token replaced by BOS when the vocab adds BOS; logits of the second
 //! half only; tokens at positions first+1 … n_ctx−1 scored; nll = −(l_y − max − ln Σ exp(l − max))
@@ -9,10 +9,10 @@ use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
 use llama_runtime::{Context, ContextParams, Model};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Settings that change the result (all recorded).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PplParams {
     /// Tokens per chunk (`-c`).
     pub n_ctx: u32,
@@ -25,11 +25,13 @@ pub struct PplParams {
 }
 
 /// The result.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PplResult {
     /// exp(mean nll).
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub ppl: f64,
     /// Delta-method standard error of the PPL.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub ppl_se: f64,
     /// Chunks scored.
     pub chunks: usize,
@@ -38,10 +40,13 @@ pub struct PplResult {
     /// Tokens in the whole text.
     pub text_tokens: usize,
     /// Running PPL after each chunk.
+    #[serde(deserialize_with = "crate::serde_nan::vec_f64")]
     pub running: Vec<f64>,
     /// Tokens per second over the scored chunks (all chunk tokens evaluated / time).
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub tokens_per_second: f64,
     /// Model load time, ms.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub load_ms: f64,
     /// Settings.
     pub params: PplParams,

@@ -6,10 +6,10 @@
 use std::path::Path;
 
 use anyhow::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Settings that change results, recorded with every measurement.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RunSettings {
     pub threads: i32,
     pub n_ctx: u32,
@@ -23,8 +23,8 @@ pub struct RunSettings {
 }
 
 /// One measurement.
-#[derive(Clone, Debug, Serialize)]
-pub struct EvalRecord<T: Serialize> {
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EvalRecord<T> {
     /// `ppl`, `hellaswag`, `kld-base`, `kld`, `bench`.
     pub kind: String,
     /// Model path(s) as given.
@@ -35,8 +35,10 @@ pub struct EvalRecord<T: Serialize> {
     pub runtime: String,
     pub settings: RunSettings,
     /// Model load time(s), ms.
+    #[serde(deserialize_with = "crate::serde_nan::vec_f64")]
     pub load_ms: Vec<f64>,
     /// Wall time of the whole measurement in this process, s.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub wall_s: f64,
     /// Peak RSS of this process (`getrusage(RUSAGE_SELF).ru_maxrss`), KiB.
     pub peak_rss_kib: u64,
@@ -67,8 +69,8 @@ pub fn file_sizes(paths: &[&Path]) -> Vec<u64> {
 /// extension `md`), each atomically (temp file + rename).
 pub fn write<T: Serialize>(path: &Path, record: &EvalRecord<T>) -> Result<()> {
     let v = serde_json::to_value(record)?;
-    crate::verify::report::write_atomic(path, serde_json::to_string_pretty(&v)?.as_bytes())?;
-    crate::verify::report::write_atomic(&path.with_extension("md"), markdown(&v).as_bytes())
+    crate::paths::write_atomic(path, serde_json::to_string_pretty(&v)?.as_bytes())?;
+    crate::paths::write_atomic(&path.with_extension("md"), markdown(&v).as_bytes())
 }
 
 fn cell(v: &serde_json::Value) -> String {

@@ -5,10 +5,77 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::quantities::{deviation, expected_kind, tolerance, Class, Kind};
-use super::run::{Results, RunStatus};
+use super::quantities::{deviation, expected_kind, tolerance, Class, Kind, Quantities, Quantity};
+use super::run::{Results, RunState, RunStatus};
+
+/// One quantity's comparison outcome.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RowVerdict {
+    /// Within its kind's tolerance.
+    Pass,
+    /// Outside it (or NaN).
+    Fail,
+    /// Present in one run only.
+    Missing,
+    /// Shown with its spread, not judged (absolute throughput).
+    Reported,
+    /// A name the runner never writes (a newer or altered results file): never judged as
+    /// reproduced, so it cannot make a decision better.
+    Unknown,
+}
+
+impl RowVerdict {
+    /// As written in analysis.json and analysis.md.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RowVerdict::Pass => "pass",
+            RowVerdict::Fail => "fail",
+            RowVerdict::Missing => "missing",
+            RowVerdict::Reported => "reported",
+            RowVerdict::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for RowVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The decision of [`super::DECISION_RULE`] (`quality-first-v1`).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub enum Decision {
+    /// Every judged quantity reproduced.
+    #[serde(rename = "capability proven")]
+    CapabilityProven,
+    /// Every quality quantity reproduced, some performance quantity did not.
+    #[serde(rename = "partial pass")]
+    PartialPass,
+    /// A quality quantity did not reproduce, or nothing was judged.
+    #[serde(rename = "capability gap")]
+    CapabilityGap,
+}
+
+impl Decision {
+    /// As written in the reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::CapabilityProven => "capability proven",
+            Decision::PartialPass => "partial pass",
+            Decision::CapabilityGap => "capability gap",
+        }
+    }
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One quantity's comparison.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -26,8 +93,8 @@ pub struct Row {
     pub deviation: Option<f64>,
     /// `None` for reported-only quantities.
     pub tolerance: Option<f64>,
-    /// `pass`, `fail`, `missing` or `reported`.
-    pub verdict: String,
+    /// The outcome.
+    pub verdict: RowVerdict,
 }
 
 /// The analysis.
@@ -36,8 +103,8 @@ pub struct Analysis {
     pub protocol_id: String,
     pub protocol_sha256: String,
     pub decision_rule: String,
-    /// `capability proven`, `partial pass` or `capability gap`.
-    pub decision: String,
+    /// The decision.
+    pub decision: Decision,
     /// Judged quantities that reproduced / did not (`model: quantity`).
     pub reproduced: Vec<String>,
     pub not_reproduced: Vec<String>,
@@ -81,7 +148,7 @@ fn load(dir: &Path) -> Result<(RunStatus, Results, super::Tolerances)> {
         .ok()
         .and_then(|t| toml::from_str(t).ok())
         .with_context(|| format!("{}: protocol.toml does not parse", dir.display()))?;
-    if results.state != "complete" && status.state == "complete" {
+    if results.state != RunState::Complete && status.state == RunState::Complete {
         bail!(
             "{}: run_status.json says complete, results.json says {}",
             dir.display(),
@@ -91,15 +158,14 @@ fn load(dir: &Path) -> Result<(RunStatus, Results, super::Tolerances)> {
     Ok((status, results, p.tolerances))
 }
 
-/// Compares the runs in `r1` and `r2`.
-///
-/// Errors: unreadable folders, a run that did not complete, or runs of different protocols
-/// (sha256 differs) — those are never compared.
-pub fn analyze(r1: &Path, r2: &Path) -> Result<Analysis> {
-    let (s1, a, tol1) = load(r1)?;
-    let (s2, b, _) = load(r2)?;
-    for (s, d) in [(&s1, r1), (&s2, r2)] {
-        if s.state != "complete" {
+/// Refuses runs that cannot be compared: incomplete, the same run (or a copy of it), or runs
+/// of different protocols.
+fn refuse_incomparable(
+    (r1, s1, a): (&Path, &RunStatus, &Results),
+    (r2, s2, b): (&Path, &RunStatus, &Results),
+) -> Result<()> {
+    for (s, d) in [(s1, r1), (s2, r2)] {
+        if s.state != RunState::Complete {
             bail!(
                 "{}: run is {} (step {}, {}); only complete runs are compared",
                 d.display(),
@@ -131,77 +197,100 @@ pub fn analyze(r1: &Path, r2: &Path) -> Result<Analysis> {
             b.protocol_sha256
         );
     }
-    // Tolerances from the frozen protocol's bytes (sha256-checked), not from results.json.
-    let tol = &tol1;
+    Ok(())
+}
+
+/// The rows of one model: every quantity either run reports, judged by its kind's rule.
+fn compare_model(
+    m: &str,
+    qa: Option<&Quantities>,
+    qb: Option<&Quantities>,
+    tol: &super::Tolerances,
+) -> Vec<Row> {
+    let names: BTreeSet<&String> = qa
+        .into_iter()
+        .flat_map(|q| q.keys())
+        .chain(qb.into_iter().flat_map(|q| q.keys()))
+        .collect();
     let mut rows = Vec::new();
-    let models: BTreeSet<&String> = a.models.keys().chain(b.models.keys()).collect();
-    for m in models {
-        let (qa, qb) = (a.models.get(m), b.models.get(m));
-        let names: BTreeSet<&String> = qa
-            .into_iter()
-            .flat_map(|q| q.keys())
-            .chain(qb.into_iter().flat_map(|q| q.keys()))
-            .collect();
-        for n in names {
-            let x = qa.and_then(|q| q.get(n));
-            let y = qb.and_then(|q| q.get(n));
-            let meta = x.or(y).expect("name comes from one of the runs");
-            // Kind and class from the name (the runner's naming), never from the file.
-            let known = expected_kind(n);
-            let (kind, class) = known.unwrap_or((Kind::NonDelta, Class::Quality));
-            let tolerance = tolerance(tol, kind);
-            let (deviation, verdict) = match (x, y) {
-                _ if known.is_none() => (None, "unknown"),
-                (Some(_), Some(_)) if kind == Kind::Reported => (None, "reported"),
-                (Some(x), Some(y)) => {
-                    // A delta's baseline is the same measurement's baseline arm in run 1.
-                    let stem = n.split('[').next().unwrap_or("");
-                    let want = format!("{}[", stem.trim_start_matches("delta_"));
-                    let b1 = x
-                        .baseline
-                        .as_ref()
-                        .filter(|bn| bn.starts_with(&want))
-                        .and_then(|bn| qa.and_then(|q| q.get(bn)))
-                        .map(|q| q.value);
-                    let d = deviation(kind, x.value, y.value, b1);
-                    let ok = tolerance.is_some_and(|t| d <= t);
-                    (Some(d), if ok { "pass" } else { "fail" })
-                }
-                _ => (None, "missing"),
-            };
-            rows.push(Row {
-                model: m.clone(),
-                quantity: n.clone(),
-                kind,
-                class,
-                unit: meta.unit.clone(),
-                run1: x.map(|q| q.value),
-                run2: y.map(|q| q.value),
-                spread1: x.and_then(|q| q.spread),
-                spread2: y.and_then(|q| q.spread),
-                deviation,
-                tolerance,
-                verdict: verdict.into(),
-            });
-        }
+    for n in names {
+        let x = qa.and_then(|q| q.get(n));
+        let y = qb.and_then(|q| q.get(n));
+        let meta = x.or(y).expect("name comes from one of the runs");
+        // Kind and class from the name (the runner's naming), never from the file.
+        let known = expected_kind(n);
+        let (kind, class) = known.unwrap_or((Kind::NonDelta, Class::Quality));
+        let tolerance = tolerance(tol, kind);
+        let (deviation, verdict) = match (x, y) {
+            _ if known.is_none() => (None, RowVerdict::Unknown),
+            (Some(_), Some(_)) if kind == Kind::Reported => (None, RowVerdict::Reported),
+            (Some(x), Some(y)) => {
+                let b1 = delta_baseline(n, x, qa);
+                let d = deviation(kind, x.value, y.value, b1);
+                let v = if tolerance.is_some_and(|t| d <= t) {
+                    RowVerdict::Pass
+                } else {
+                    RowVerdict::Fail
+                };
+                (Some(d), v)
+            }
+            _ => (None, RowVerdict::Missing),
+        };
+        rows.push(Row {
+            model: m.to_string(),
+            quantity: n.clone(),
+            kind,
+            class,
+            unit: meta.unit.clone(),
+            run1: x.map(|q| q.value),
+            run2: y.map(|q| q.value),
+            spread1: x.and_then(|q| q.spread),
+            spread2: y.and_then(|q| q.spread),
+            deviation,
+            tolerance,
+            verdict,
+        });
     }
-    let judged = || rows.iter().filter(|r| r.verdict != "reported");
+    rows
+}
+
+/// A delta's baseline: the same measurement's baseline arm in run 1 (a baseline naming another
+/// measurement is ignored, so a results file cannot pick its own denominator).
+fn delta_baseline(name: &str, x: &Quantity, qa: Option<&Quantities>) -> Option<f64> {
+    let stem = name.split('[').next().unwrap_or("");
+    let want = format!("{}[", stem.trim_start_matches("delta_"));
+    x.baseline
+        .as_ref()
+        .filter(|bn| bn.starts_with(&want))
+        .and_then(|bn| qa.and_then(|q| q.get(bn)))
+        .map(|q| q.value)
+}
+
+/// (reproduced, not reproduced, decision) of the rows under `quality-first-v1`.
+fn decide(rows: &[Row]) -> (Vec<String>, Vec<String>, Decision) {
+    let judged = || rows.iter().filter(|r| r.verdict != RowVerdict::Reported);
     let reproduced: Vec<String> = judged()
-        .filter(|r| r.verdict == "pass")
+        .filter(|r| r.verdict == RowVerdict::Pass)
         .map(|r| format!("{}: {}", r.model, r.quantity))
         .collect();
     let not_reproduced: Vec<String> = judged()
-        .filter(|r| r.verdict != "pass")
+        .filter(|r| r.verdict != RowVerdict::Pass)
         .map(|r| format!("{}: {} ({})", r.model, r.quantity, r.verdict))
         .collect();
-    let quality_failed = judged().any(|r| r.verdict != "pass" && r.class == Class::Quality);
+    let quality_failed =
+        judged().any(|r| r.verdict != RowVerdict::Pass && r.class == Class::Quality);
     let decision = if not_reproduced.is_empty() && !reproduced.is_empty() {
-        "capability proven"
+        Decision::CapabilityProven
     } else if quality_failed || reproduced.is_empty() {
-        "capability gap"
+        Decision::CapabilityGap
     } else {
-        "partial pass"
+        Decision::PartialPass
     };
+    (reproduced, not_reproduced, decision)
+}
+
+/// (identical, differing) GGUF files of the two runs, by sha256, as `model/arm`.
+fn compare_files(a: &Results, b: &Results) -> (Vec<String>, Vec<String>) {
     let mut identical_files = Vec::new();
     let mut differing_files = Vec::new();
     for (m, arms) in &a.files {
@@ -213,11 +302,30 @@ pub fn analyze(r1: &Path, r2: &Path) -> Result<Analysis> {
             }
         }
     }
+    (identical_files, differing_files)
+}
+
+/// Compares the runs in `r1` and `r2`.
+///
+/// Errors: unreadable folders, a run that did not complete, or runs of different protocols
+/// (sha256 differs) — those are never compared.
+pub fn analyze(r1: &Path, r2: &Path) -> Result<Analysis> {
+    let (s1, a, tol1) = load(r1)?;
+    let (s2, b, _) = load(r2)?;
+    refuse_incomparable((r1, &s1, &a), (r2, &s2, &b))?;
+    // Tolerances from the frozen protocol's bytes (sha256-checked), not from results.json.
+    let mut rows = Vec::new();
+    let models: BTreeSet<&String> = a.models.keys().chain(b.models.keys()).collect();
+    for m in models {
+        rows.extend(compare_model(m, a.models.get(m), b.models.get(m), &tol1));
+    }
+    let (reproduced, not_reproduced, decision) = decide(&rows);
+    let (identical_files, differing_files) = compare_files(&a, &b);
     Ok(Analysis {
         protocol_id: a.protocol_id.clone(),
         protocol_sha256: a.protocol_sha256.clone(),
         decision_rule: a.decision_rule.clone(),
-        decision: decision.into(),
+        decision,
         reproduced,
         not_reproduced,
         rows,
@@ -284,9 +392,9 @@ pub fn markdown(an: &Analysis) -> String {
 /// Writes `analysis.json` and `analysis.md` into `dir` (atomically each).
 pub fn write(dir: &Path, an: &Analysis) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
-    crate::verify::report::write_atomic(
+    crate::paths::write_atomic(
         &dir.join("analysis.json"),
         serde_json::to_string_pretty(an)?.as_bytes(),
     )?;
-    crate::verify::report::write_atomic(&dir.join("analysis.md"), markdown(an).as_bytes())
+    crate::paths::write_atomic(&dir.join("analysis.md"), markdown(an).as_bytes())
 }

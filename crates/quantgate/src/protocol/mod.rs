@@ -365,10 +365,7 @@ fn validate_model(l: &Loaded, m: &ModelSpec, e: &mut Vec<String>) {
         )),
     }
     for a in m.arms.iter().skip(1) {
-        if !crate::quantize::FTYPES
-            .iter()
-            .any(|f| f.0.eq_ignore_ascii_case(a))
-        {
+        if !gguf::LlamaFtype::by_name(a).is_some_and(|f| f.quantize_target) {
             e.push(format!(
                 "models.{}.arms: {a:?} is not a quantize type",
                 m.name

@@ -4,27 +4,57 @@
 //! terminal receipt `complete` or `failed` with step, reason and exit code), `results.json`
 //! (environment, every quantity, every step's receipt), `logs/NN-step.out|.err` (each
 //! command's raw output), `models/MODEL/ARM.gguf`, `verify/MODEL-ARM/`, `steps/NN-step.json`.
-//! Every step is a child process of this binary (its peak RSS is its own, from `wait4`).
+//! Every step is a child process of this binary (its peak RSS is its own, from `wait4`); its
+//! JSON is read back by deserializing the types that wrote it ([`EvalRecord`], [`VerifyReport`]).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::env::{self, Environment};
-use super::quantities::{Class, Kind, Quantities, Quantity};
-use super::{Loaded, Step, Tolerances};
+use super::quantities::{name, quantity, Quantities, Quantity};
+use super::{Loaded, ModelSpec, Step, Tolerances};
+use crate::eval::bench::BenchResult;
+use crate::eval::hellaswag::HellaswagResult;
+use crate::eval::kld::KldResult;
+use crate::eval::ppl::PplResult;
+use crate::eval::record::EvalRecord;
 use crate::interrupt;
-use crate::verify::report::write_atomic;
+use crate::paths::write_atomic;
+use crate::verify::{Verdict, VerifyReport};
+
+/// The state of a run, as `run_status.json` and `results.json` carry it.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RunState {
+    /// Started, not finished (or the runner died).
+    Running,
+    /// Every step ran.
+    Complete,
+    /// A step failed, a ceiling was exceeded, or a signal stopped it.
+    Failed,
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RunState::Running => "running",
+            RunState::Complete => "complete",
+            RunState::Failed => "failed",
+        })
+    }
+}
 
 /// `run_status.json`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RunStatus {
-    /// `running`, `complete` or `failed`.
-    pub state: String,
+    /// The state.
+    pub state: RunState,
     pub protocol_id: String,
     pub protocol_sha256: String,
     pub operator: String,
@@ -72,8 +102,8 @@ pub struct Results {
     pub environment: serde_json::Value,
     pub tolerances: Tolerances,
     pub decision_rule: String,
-    /// `complete` or `failed` (as the terminal status).
-    pub state: String,
+    /// As the terminal status.
+    pub state: RunState,
     /// Per model: its quantities.
     pub models: BTreeMap<String, Quantities>,
     /// Per model and arm: the GGUF files made.
@@ -132,7 +162,9 @@ pub fn utc_now() -> String {
 /// How the run ended.
 #[derive(Clone, Debug)]
 pub struct Outcome {
+    /// The terminal receipt (as written to `run_status.json`).
     pub status: RunStatus,
+    /// Where `results.json` was written.
     pub results_path: PathBuf,
 }
 
@@ -146,10 +178,8 @@ struct Runner<'a> {
     results: Results,
 }
 
-/// Runs the protocol at `protocol` into `run_dir` (created if missing; refused if not empty).
-/// Returns the terminal status; `Err` only when the run folder cannot be used at all.
-pub fn run(protocol: &Path, run_dir: &Path, operator: &str) -> Result<Outcome> {
-    let l = super::load(protocol)?;
+/// Refuses a run folder that is not empty, then creates it.
+fn fresh_run_dir(run_dir: &Path) -> Result<()> {
     if run_dir.exists() {
         let mut rd = std::fs::read_dir(run_dir)
             .with_context(|| format!("{}: cannot read run folder", run_dir.display()))?;
@@ -161,10 +191,21 @@ pub fn run(protocol: &Path, run_dir: &Path, operator: &str) -> Result<Outcome> {
         }
     }
     std::fs::create_dir_all(run_dir)
-        .with_context(|| format!("{}: cannot create", run_dir.display()))?;
+        .with_context(|| format!("{}: cannot create", run_dir.display()))
+}
+
+fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<()> {
+    write_atomic(path, serde_json::to_string_pretty(v)?.as_bytes())
+}
+
+/// Runs the protocol at `protocol` into `run_dir` (created if missing; refused if not empty).
+/// Returns the terminal status; `Err` only when the run folder cannot be used at all.
+pub fn run(protocol: &Path, run_dir: &Path, operator: &str) -> Result<Outcome> {
+    let l = super::load(protocol)?;
+    fresh_run_dir(run_dir)?;
     interrupt::install();
     let mut status = RunStatus {
-        state: "running".into(),
+        state: RunState::Running,
         protocol_id: l.protocol.protocol.id.clone(),
         protocol_sha256: l.sha256.clone(),
         operator: operator.into(),
@@ -176,10 +217,7 @@ pub fn run(protocol: &Path, run_dir: &Path, operator: &str) -> Result<Outcome> {
         pid: std::process::id(),
     };
     let status_path = run_dir.join("run_status.json");
-    write_atomic(
-        &status_path,
-        serde_json::to_string_pretty(&status)?.as_bytes(),
-    )?;
+    write_json(&status_path, &status)?;
     // The exact bytes of the frozen protocol travel with the run: `analyze` takes the
     // tolerances from them (checked against the sha256), never from results.json.
     let bytes = std::fs::read(protocol)?;
@@ -202,7 +240,7 @@ pub fn run(protocol: &Path, run_dir: &Path, operator: &str) -> Result<Outcome> {
             environment: serde_json::to_value(&env)?,
             tolerances: l.protocol.tolerances.clone(),
             decision_rule: l.protocol.decision.rule.clone(),
-            state: "running".into(),
+            state: RunState::Running,
             models: BTreeMap::new(),
             files: BTreeMap::new(),
             steps: Vec::new(),
@@ -211,46 +249,26 @@ pub fn run(protocol: &Path, run_dir: &Path, operator: &str) -> Result<Outcome> {
     let outcome = r.execute();
     status.finished = Some(utc_now());
     match outcome {
-        Ok(()) => status.state = "complete".into(),
+        Ok(()) => status.state = RunState::Complete,
         Err(f) => {
-            status.state = "failed".into();
+            status.state = RunState::Failed;
             status.step = Some(f.step);
             status.reason = Some(f.reason);
             status.exit_code = f.exit_code;
         }
     }
-    r.results.state = status.state.clone();
+    r.results.state = status.state;
     let results_path = run_dir.join("results.json");
-    write_atomic(
-        &results_path,
-        serde_json::to_string_pretty(&r.results)?.as_bytes(),
-    )?;
-    write_atomic(
-        &status_path,
-        serde_json::to_string_pretty(&status)?.as_bytes(),
-    )?;
+    write_json(&results_path, &r.results)?;
+    write_json(&status_path, &status)?;
     Ok(Outcome {
         status,
         results_path,
     })
 }
 
-/// CPU seconds (user + system) of a running process from `/proc/PID/stat`.
-fn proc_cpu_s(pid: i32) -> f64 {
-    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let after = s.rsplit_once(')').map_or("", |x| x.1);
-    let f: Vec<&str> = after.split_whitespace().collect();
-    // SAFETY: sysconf has no preconditions.
-    let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (t(11) + t(12)) / tck
-}
-
-fn tv_s(t: libc::timeval) -> f64 {
-    t.tv_sec as f64 + t.tv_usec as f64 * 1e-6
+fn os(s: &str) -> OsString {
+    OsString::from(s)
 }
 
 impl Runner<'_> {
@@ -325,6 +343,20 @@ impl Runner<'_> {
         p.strip_prefix(&self.dir).unwrap_or(p).display().to_string()
     }
 
+    /// Why a running child must stop, if it must: a signal (empty reason), or a ceiling.
+    fn ceiling_exceeded(&self, pid: libc::pid_t) -> Option<String> {
+        let ceil = &self.l.protocol.ceilings;
+        if interrupt::received().is_some() {
+            Some(String::new())
+        } else if self.t0.elapsed().as_secs_f64() > ceil.wall_s {
+            Some(format!("wall-time ceiling of {} s exceeded", ceil.wall_s))
+        } else if self.cpu_done_s + crate::child::proc_cpu_s(pid) > ceil.cpu_s {
+            Some(format!("CPU-time ceiling of {} s exceeded", ceil.cpu_s))
+        } else {
+            None
+        }
+    }
+
     /// Runs this binary with `args` as step `label`; exit codes in `ok` count as success.
     fn exec(
         &mut self,
@@ -343,83 +375,36 @@ impl Runner<'_> {
         let (out_f, err_f) = (open(&out_p)?, open(&err_p)?);
         let mut cmd = std::process::Command::new(&self.exe);
         cmd.args(&args).stdout(out_f).stderr(err_f);
-        let child = cmd.spawn().map_err(|e| {
-            Failure::new(&name, format!("cannot start {}: {e}", self.exe.display()))
-        })?;
-        let pid = child.id() as libc::pid_t;
-        let t0 = Instant::now();
-        let ceil = self.l.protocol.ceilings.clone();
         let mut stop: Option<String> = None;
-        let mut killed_at: Option<Instant> = None;
-        let (status, usage) = loop {
-            let mut st: libc::c_int = 0;
-            // SAFETY: our own child, reaped only here; zeroed rusage is a valid out-param.
-            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-            let rc = unsafe { libc::wait4(pid, &mut st, libc::WNOHANG, &mut ru) };
-            if rc == pid {
-                break (st, ru);
-            }
-            if rc < 0 {
-                return Err(Failure::new(
-                    &name,
-                    format!("wait4: {}", std::io::Error::last_os_error()),
-                ));
-            }
-            if stop.is_none() {
-                if interrupt::received().is_some() {
-                    stop = Some(String::new());
-                } else if self.t0.elapsed().as_secs_f64() > ceil.wall_s {
-                    stop = Some(format!("wall-time ceiling of {} s exceeded", ceil.wall_s));
-                } else if self.cpu_done_s + proc_cpu_s(pid) > ceil.cpu_s {
-                    stop = Some(format!("CPU-time ceiling of {} s exceeded", ceil.cpu_s));
-                }
-                if stop.is_some() {
-                    // SAFETY: signalling our own unreaped child.
-                    unsafe { libc::kill(pid, libc::SIGTERM) };
-                    killed_at = Some(Instant::now());
-                }
-            } else if killed_at.is_some_and(|k| k.elapsed() > Duration::from_secs(10)) {
-                // SAFETY: as above; it ignored SIGTERM for 10 s.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                killed_at = None;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let code = if libc::WIFEXITED(status) {
-            Some(libc::WEXITSTATUS(status))
-        } else {
-            None
-        };
-        let cpu_s = tv_s(usage.ru_utime) + tv_s(usage.ru_stime);
-        self.cpu_done_s += cpu_s;
+        let m = crate::child::run_watched(&mut cmd, &mut |pid| {
+            stop = self.ceiling_exceeded(pid);
+            stop.is_some()
+        })
+        .map_err(|e| Failure::new(&name, format!("{e:#}")))?;
+        self.cpu_done_s += m.cpu_s;
         let receipt = StepReceipt {
             name: name.clone(),
             command: std::iter::once(OsString::from("quantgate"))
                 .chain(args.iter().cloned())
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
-            exit_code: code,
-            wall_s: t0.elapsed().as_secs_f64(),
-            cpu_s,
-            max_rss_kib: usage.ru_maxrss.max(0) as u64,
+            exit_code: m.exit_code,
+            wall_s: m.wall_s,
+            cpu_s: m.cpu_s,
+            max_rss_kib: m.max_rss_kib,
             stdout: self.rel(&out_p),
             stderr: self.rel(&err_p),
         };
         self.results.steps.push(receipt.clone());
-        match stop {
-            Some(r) if r.is_empty() => return Err(self.interrupted(&name, code)),
-            Some(r) => {
-                return Err(Failure {
-                    step: name,
-                    reason: r,
-                    exit_code: code,
-                })
-            }
-            None => {}
-        }
-        match code {
-            Some(c) if ok.contains(&c) => Ok(receipt),
-            _ => {
+        match (stop, m.exit_code) {
+            (Some(r), code) if r.is_empty() => Err(self.interrupted(&name, code)),
+            (Some(reason), exit_code) => Err(Failure {
+                step: name,
+                reason,
+                exit_code,
+            }),
+            (None, Some(c)) if ok.contains(&c) => Ok(receipt),
+            (None, exit_code) => {
                 let tail = std::fs::read_to_string(&err_p).unwrap_or_default();
                 let last = tail
                     .lines()
@@ -429,7 +414,7 @@ impl Runner<'_> {
                 Err(Failure {
                     step: name,
                     reason: format!("command failed: {last}"),
-                    exit_code: code,
+                    exit_code,
                 })
             }
         }
@@ -447,50 +432,59 @@ impl Runner<'_> {
     }
 
     /// Runs `quantgate eval SUB ARGS… -t THREADS --json steps/LABEL.json` as step `label` and
-    /// returns its receipt and JSON record.
-    fn eval_step(
+    /// returns its receipt and the record it wrote.
+    fn eval_step<T: DeserializeOwned>(
         &mut self,
         label: &str,
         sub: &str,
         args: Vec<OsString>,
-    ) -> Result<(StepReceipt, serde_json::Value), Failure> {
+    ) -> Result<(StepReceipt, EvalRecord<T>), Failure> {
         let json = self.dir.join("steps").join(format!("{label}.json"));
-        let mut all = vec![OsString::from("eval"), OsString::from(sub)];
+        let mut all = vec![os("eval"), os(sub)];
         all.extend(args);
         all.extend([
-            OsString::from("-t"),
-            OsString::from(self.l.protocol.settings.threads.to_string()),
-            OsString::from("--json"),
+            os("-t"),
+            os(&self.l.protocol.settings.threads.to_string()),
+            os("--json"),
             json.clone().into(),
         ]);
         let rc = self.exec(label, all, &[0])?;
-        let v = self.read_json(label, &json)?;
-        Ok((rc, v))
+        let rec = self.read_json(label, &json)?;
+        Ok((rc, rec))
     }
 
-    fn put(&mut self, model: &str, name: String, q: Quantity) {
-        self.results
-            .models
-            .entry(model.into())
-            .or_default()
-            .insert(name, q);
-    }
-
-    fn value(&self, model: &str, name: &str) -> Option<f64> {
-        self.results.models.get(model)?.get(name).map(|q| q.value)
-    }
-
-    fn read_json(&self, step: &str, p: &Path) -> Result<serde_json::Value, Failure> {
+    /// Deserializes what a step wrote into the type that wrote it.
+    fn read_json<T: DeserializeOwned>(&self, step: &str, p: &Path) -> Result<T, Failure> {
         let b =
             std::fs::read(p).map_err(|e| Failure::new(step, format!("{}: {e}", p.display())))?;
         serde_json::from_slice(&b)
             .map_err(|e| Failure::new(step, format!("{}: invalid JSON: {e}", p.display())))
     }
 
-    fn num(step: &str, v: &serde_json::Value, ptr: &str) -> Result<f64, Failure> {
-        v.pointer(ptr)
-            .and_then(|x| x.as_f64())
-            .ok_or_else(|| Failure::new(step, format!("output has no number at {ptr}")))
+    /// `x` when finite; a NaN or infinite measurement (JSON `null`) fails the step, as a
+    /// number the run cannot compare.
+    fn finite(step: &str, what: &str, x: f64) -> Result<f64, Failure> {
+        if x.is_finite() {
+            Ok(x)
+        } else {
+            Err(Failure::new(step, format!("output has no number for {what}")))
+        }
+    }
+
+    /// Records `stem[label]` = `value` for `model`.
+    fn put(&mut self, model: &str, stem: &str, label: &str, value: f64) -> &mut Quantity {
+        let key = name(stem, label);
+        let qs = self.results.models.entry(model.into()).or_default();
+        qs.insert(key.clone(), quantity(stem, value));
+        qs.get_mut(&key).expect("just inserted")
+    }
+
+    fn value(&self, model: &str, stem: &str, arm: &str) -> Option<f64> {
+        self.results
+            .models
+            .get(model)?
+            .get(&name(stem, arm))
+            .map(|q| q.value)
     }
 
     fn record_file(&mut self, model: &str, arm: &str) -> Result<(), Failure> {
@@ -504,314 +498,274 @@ impl Runner<'_> {
             .entry(model.into())
             .or_default()
             .insert(arm.into(), FileFact { bytes, sha256 });
-        let q = Quantity::new(bytes as f64, Kind::NonDelta, Class::Quality, "bytes");
-        self.put(model, format!("file_bytes[{arm}]"), q);
+        self.put(model, "file_bytes", arm, bytes as f64);
         Ok(())
     }
 
-    /// Adds `delta_NAME[arm]` = NAME[arm] − NAME[base], judged against run 1's NAME[base].
-    fn put_delta(&mut self, model: &str, name: &str, arm: &str, base: &str, unit: &str) {
+    /// Adds `delta_STEM[arm]` = STEM[arm] − STEM[base], judged against run 1's STEM[base].
+    fn put_delta(&mut self, model: &str, stem: &str, arm: &str, base: &str) {
         if let (Some(a), Some(b)) = (
-            self.value(model, &format!("{name}[{arm}]")),
-            self.value(model, &format!("{name}[{base}]")),
+            self.value(model, stem, arm),
+            self.value(model, stem, base),
         ) {
-            let mut q = Quantity::new(a - b, Kind::Delta, Class::Quality, unit);
-            q.baseline = Some(format!("{name}[{base}]"));
-            self.put(model, format!("delta_{name}[{arm}]"), q);
+            let q = self.put(model, &format!("delta_{stem}"), arm, a - b);
+            q.baseline = Some(name(stem, base));
         }
     }
 
-    fn perf(&mut self, model: &str, name: String, v: f64, unit: &str) {
-        self.put(
-            model,
-            name,
-            Quantity::new(v, Kind::NonDelta, Class::Performance, unit),
-        );
-    }
-
-    fn step(&mut self, m: &super::ModelSpec, s: &Step) -> Result<(), Failure> {
-        let set = self.l.protocol.settings.clone();
-        let t = set.threads.to_string();
-        let base = m.arms[0].clone();
-        let model = m.name.as_str();
-        let os = |s: &str| OsString::from(s);
+    fn step(&mut self, m: &ModelSpec, s: &Step) -> Result<(), Failure> {
         match s {
-            Step::Convert {} => {
-                std::fs::create_dir_all(self.dir.join("models").join(model))
-                    .map_err(|e| Failure::new("convert", e.to_string()))?;
-                let out = self.arm_path(model, &base);
-                let args = vec![
-                    os("convert"),
-                    self.l.resolve(&m.hf_dir).into(),
-                    os("-o"),
-                    out.into(),
-                    os("--outtype"),
-                    os(&base.to_ascii_lowercase()),
-                ];
-                self.exec(&format!("convert-{model}-{base}"), args, &[0])?;
-                self.record_file(model, &base)?;
-            }
-            Step::Quantize {} => {
-                for arm in m.arms.iter().skip(1) {
-                    let args = vec![
-                        os("quantize"),
-                        self.arm_path(model, &base).into(),
-                        self.arm_path(model, arm).into(),
-                        os(arm),
-                        os("--threads"),
-                        os(&t),
-                    ];
-                    self.exec(&format!("quantize-{model}-{arm}"), args, &[0])?;
-                    self.record_file(model, arm)?;
-                }
-            }
-            Step::Verify { arms } => {
-                for arm in arms {
-                    let rep = self.dir.join("verify").join(format!("{model}-{arm}"));
-                    let args = vec![
-                        os("verify"),
-                        os("--hf"),
-                        self.l.resolve(&m.hf_dir).into(),
-                        os("--gguf"),
-                        self.arm_path(model, arm).into(),
-                        os("--protocol"),
-                        self.l.path.clone().into(),
-                        os("--report"),
-                        rep.clone().into(),
-                        os("--threads"),
-                        os(&t),
-                    ];
-                    // Exit 1 is a measured NO-GO, not a failed step.
-                    let label = format!("verify-{model}-{arm}");
-                    self.exec(&label, args, &[0, 1])?;
-                    let v = self.read_json(&label, &rep.join("report.json"))?;
-                    let go = (v["verdict"] == "GO") as u8 as f64;
-                    self.put(
-                        model,
-                        format!("verify_go[{arm}]"),
-                        Quantity::new(go, Kind::NonDelta, Class::Quality, "1 = GO"),
-                    );
-                    for (key, ptr, unit) in [
-                        ("logits_min_cosine", "/gate2_logits/min_cosine", "cosine"),
-                        (
-                            "logits_top1_agreement",
-                            "/gate2_logits/top1_agreement",
-                            "fraction",
-                        ),
-                        ("logits_mean_kld", "/gate2_logits/mean_kld", "nats"),
-                        ("vectors_min_cosine", "/gate2_vectors/min_cosine", "cosine"),
-                    ] {
-                        if let Some(x) = v.pointer(ptr).and_then(|x| x.as_f64()) {
-                            self.put(
-                                model,
-                                format!("{key}[{arm}]"),
-                                Quantity::new(x, Kind::NonDelta, Class::Quality, unit),
-                            );
-                        }
-                    }
-                }
-            }
-            Step::Ppl { text, ctx, chunks } => {
-                let text_p = self.input_path(text);
-                for arm in &m.arms {
-                    let label = format!("ppl-{model}-{arm}");
-                    let args = vec![
-                        self.arm_path(model, arm).into(),
-                        os("-f"),
-                        text_p.clone().into(),
-                        os("-c"),
-                        os(&ctx.to_string()),
-                        os("--chunks"),
-                        os(&chunks.to_string()),
-                        os("--ubatch"),
-                        os(&set.n_ubatch.to_string()),
-                    ];
-                    let (rc, v) = self.eval_step(&label, "ppl", args)?;
-                    let mut q = Quantity::new(
-                        Self::num(&label, &v, "/result/ppl")?,
-                        Kind::NonDelta,
-                        Class::Quality,
-                        "PPL",
-                    );
-                    q.spread = Some(Self::num(&label, &v, "/result/ppl_se")?);
-                    self.put(model, format!("ppl[{arm}]"), q);
-                    self.perf(
-                        model,
-                        format!("load_ms[{arm}]"),
-                        Self::num(&label, &v, "/load_ms/0")?,
-                        "ms",
-                    );
-                    self.perf(
-                        model,
-                        format!("peak_rss_kib[ppl,{arm}]"),
-                        rc.max_rss_kib as f64,
-                        "KiB",
-                    );
-                    if arm != &base {
-                        self.put_delta(model, "ppl", arm, &base, "PPL");
-                    }
-                }
-            }
+            Step::Convert {} => self.step_convert(m),
+            Step::Quantize {} => self.step_quantize(m),
+            Step::Verify { arms } => self.step_verify(m, arms),
+            Step::Ppl { text, ctx, chunks } => self.step_ppl(m, text, *ctx, *chunks),
             Step::Hellaswag {
                 tasks_file,
                 tasks,
                 ctx,
-            } => {
-                let f = self.input_path(tasks_file);
-                for arm in &m.arms {
-                    let label = format!("hellaswag-{model}-{arm}");
-                    let args = vec![
-                        self.arm_path(model, arm).into(),
-                        os("-f"),
-                        f.clone().into(),
-                        os("--tasks"),
-                        os(&tasks.to_string()),
-                        os("-c"),
-                        os(&ctx.to_string()),
-                    ];
-                    let (rc, v) = self.eval_step(&label, "hellaswag", args)?;
-                    self.put(
-                        model,
-                        format!("acc_norm[{arm}]"),
-                        Quantity::new(
-                            Self::num(&label, &v, "/result/acc_norm")?,
-                            Kind::NonDelta,
-                            Class::Quality,
-                            "%",
-                        ),
-                    );
-                    self.perf(
-                        model,
-                        format!("peak_rss_kib[hellaswag,{arm}]"),
-                        rc.max_rss_kib as f64,
-                        "KiB",
-                    );
-                    if arm != &base {
-                        self.put_delta(model, "acc_norm", arm, &base, "%");
-                    }
-                }
-            }
-            Step::Kld { text, ctx, chunks } => {
-                let text_p = self.input_path(text);
-                let logits = self
-                    .dir
-                    .join("models")
-                    .join(model)
-                    .join(format!("{base}.logits"));
-                let label = format!("kld-base-{model}-{base}");
-                let args = vec![
-                    self.arm_path(model, &base).into(),
-                    os("-f"),
-                    text_p.into(),
-                    os("--out"),
-                    logits.clone().into(),
-                    os("-c"),
-                    os(&ctx.to_string()),
-                    os("--chunks"),
-                    os(&chunks.to_string()),
-                ];
-                let (rc, _) = self.eval_step(&label, "kld-base", args)?;
-                self.perf(
-                    model,
-                    format!("peak_rss_kib[kld-base,{base}]"),
-                    rc.max_rss_kib as f64,
-                    "KiB",
-                );
-                for arm in m.arms.iter().skip(1) {
-                    let label = format!("kld-{model}-{arm}");
-                    let args = vec![
-                        self.arm_path(model, arm).into(),
-                        os("--base"),
-                        logits.clone().into(),
-                    ];
-                    let (rc, v) = self.eval_step(&label, "kld", args)?;
-                    let mut q = Quantity::new(
-                        Self::num(&label, &v, "/result/mean_kld")?,
-                        Kind::NonDelta,
-                        Class::Quality,
-                        "nats",
-                    );
-                    q.spread = Some(Self::num(&label, &v, "/result/mean_kld_unc")?);
-                    self.put(model, format!("mean_kld[{arm}]"), q);
-                    let p = 100.0 * Self::num(&label, &v, "/result/same_top_p")?;
-                    self.put(
-                        model,
-                        format!("same_top_p[{arm}]"),
-                        Quantity::new(p, Kind::NonDelta, Class::Quality, "%"),
-                    );
-                    self.perf(
-                        model,
-                        format!("peak_rss_kib[kld,{arm}]"),
-                        rc.max_rss_kib as f64,
-                        "KiB",
-                    );
-                }
-                // The base logits are an intermediate (25 MB per 512-token chunk of a 49k vocab).
-                let _ = std::fs::remove_file(&logits);
-            }
+            } => self.step_hellaswag(m, tasks_file, *tasks, *ctx),
+            Step::Kld { text, ctx, chunks } => self.step_kld(m, text, *ctx, *chunks),
             Step::Bench {
                 n_prompt,
                 n_gen,
                 replicates,
-            } => {
-                let label = format!("bench-{model}");
-                let mut args: Vec<OsString> = m
-                    .arms
-                    .iter()
-                    .map(|a| self.arm_path(model, a).into_os_string())
-                    .collect();
-                args.extend([
-                    os("-p"),
-                    os(&n_prompt.to_string()),
-                    os("-n"),
-                    os(&n_gen.to_string()),
-                    os("-r"),
-                    os(&replicates.to_string()),
-                ]);
-                let (rc, v) = self.eval_step(&label, "bench", args)?;
-                let arm_of = |path: &str| {
-                    m.arms
-                        .iter()
-                        .find(|a| path.ends_with(&format!("{a}.gguf")))
-                        .cloned()
-                        .unwrap_or_default()
-                };
-                for row in v["result"]["rows"].as_array().cloned().unwrap_or_default() {
-                    let arm = arm_of(row["model"].as_str().unwrap_or(""));
-                    let test = row["test"].as_str().unwrap_or("?").to_string();
-                    let mut q = Quantity::new(
-                        Self::num(&label, &row, "/avg_ts")?,
-                        Kind::Reported,
-                        Class::Performance,
-                        "t/s",
-                    );
-                    q.spread = Some(Self::num(&label, &row, "/stddev_ts")?);
-                    self.put(model, format!("{test}_ts[{arm}]"), q);
+            } => self.step_bench(m, *n_prompt, *n_gen, *replicates),
+        }
+    }
+}
+
+/// One function per step kind: build the child's arguments, run it, read its typed output
+/// back, record the quantities.
+impl Runner<'_> {
+    fn step_convert(&mut self, m: &ModelSpec) -> Result<(), Failure> {
+        let (model, base) = (m.name.as_str(), m.arms[0].as_str());
+        std::fs::create_dir_all(self.dir.join("models").join(model))
+            .map_err(|e| Failure::new("convert", e.to_string()))?;
+        let args = vec![
+            os("convert"),
+            self.l.resolve(&m.hf_dir).into(),
+            os("-o"),
+            self.arm_path(model, base).into(),
+            os("--outtype"),
+            os(&base.to_ascii_lowercase()),
+        ];
+        self.exec(&format!("convert-{model}-{base}"), args, &[0])?;
+        self.record_file(model, base)
+    }
+
+    fn step_quantize(&mut self, m: &ModelSpec) -> Result<(), Failure> {
+        let (model, base) = (m.name.as_str(), m.arms[0].as_str());
+        for arm in m.arms.iter().skip(1) {
+            let args = vec![
+                os("quantize"),
+                self.arm_path(model, base).into(),
+                self.arm_path(model, arm).into(),
+                os(arm),
+                os("--threads"),
+                os(&self.l.protocol.settings.threads.to_string()),
+            ];
+            self.exec(&format!("quantize-{model}-{arm}"), args, &[0])?;
+            self.record_file(model, arm)?;
+        }
+        Ok(())
+    }
+
+    fn step_verify(&mut self, m: &ModelSpec, arms: &[String]) -> Result<(), Failure> {
+        let model = m.name.as_str();
+        for arm in arms {
+            let rep = self.dir.join("verify").join(format!("{model}-{arm}"));
+            let args = vec![
+                os("verify"),
+                os("--hf"),
+                self.l.resolve(&m.hf_dir).into(),
+                os("--gguf"),
+                self.arm_path(model, arm).into(),
+                os("--protocol"),
+                self.l.path.clone().into(),
+                os("--report"),
+                rep.clone().into(),
+                os("--threads"),
+                os(&self.l.protocol.settings.threads.to_string()),
+            ];
+            // Exit 1 is a measured NO-GO, not a failed step.
+            let label = format!("verify-{model}-{arm}");
+            self.exec(&label, args, &[0, 1])?;
+            let v: VerifyReport = self.read_json(&label, &rep.join("report.json"))?;
+            let go = (v.verdict == Verdict::Go) as u8 as f64;
+            self.put(model, "verify_go", arm, go);
+            let l = v.gate2_logits.as_ref();
+            for (stem, x) in [
+                ("logits_min_cosine", l.map(|l| l.min_cosine)),
+                ("logits_top1_agreement", l.map(|l| l.top1_agreement)),
+                ("logits_mean_kld", l.map(|l| l.mean_kld)),
+                ("vectors_min_cosine", v.gate2_vectors.as_ref().map(|v| v.min_cosine)),
+            ] {
+                // A non-finite value (JSON null) is not a quantity: the verdict carries it.
+                if let Some(x) = x.filter(|x| x.is_finite()) {
+                    self.put(model, stem, arm, x);
                 }
-                for row in v["result"]["ratios"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-                {
-                    let arm = arm_of(row["model"].as_str().unwrap_or(""));
-                    let test = row["test"].as_str().unwrap_or("?").to_string();
-                    let mut q = Quantity::new(
-                        Self::num(&label, &row, "/mean")?,
-                        Kind::Ratio,
-                        Class::Performance,
-                        "ratio",
-                    );
-                    q.spread = Some(Self::num(&label, &row, "/sd")?);
-                    self.put(model, format!("{test}_ratio[{arm}/{base}]"), q);
-                }
-                self.perf(
-                    model,
-                    "peak_rss_kib[bench]".into(),
-                    rc.max_rss_kib as f64,
-                    "KiB",
-                );
             }
         }
+        Ok(())
+    }
+
+    fn step_ppl(&mut self, m: &ModelSpec, text: &str, ctx: u32, chunks: usize) -> Result<(), Failure> {
+        let (model, base) = (m.name.as_str(), m.arms[0].as_str());
+        let text_p = self.input_path(text);
+        for arm in &m.arms {
+            let label = format!("ppl-{model}-{arm}");
+            let args = vec![
+                self.arm_path(model, arm).into(),
+                os("-f"),
+                text_p.clone().into(),
+                os("-c"),
+                os(&ctx.to_string()),
+                os("--chunks"),
+                os(&chunks.to_string()),
+                os("--ubatch"),
+                os(&self.l.protocol.settings.n_ubatch.to_string()),
+            ];
+            let (rc, rec) = self.eval_step::<PplResult>(&label, "ppl", args)?;
+            let load_ms = *rec
+                .load_ms
+                .first()
+                .ok_or_else(|| Failure::new(&label, "output has no load time"))?;
+            let ppl = Self::finite(&label, "ppl", rec.result.ppl)?;
+            let se = Self::finite(&label, "ppl_se", rec.result.ppl_se)?;
+            let load_ms = Self::finite(&label, "load_ms", load_ms)?;
+            self.put(model, "ppl", arm, ppl).spread = Some(se);
+            self.put(model, "load_ms", arm, load_ms);
+            let rss = rc.max_rss_kib as f64;
+            self.put(model, "peak_rss_kib", &format!("ppl,{arm}"), rss);
+            if arm != base {
+                self.put_delta(model, "ppl", arm, base);
+            }
+        }
+        Ok(())
+    }
+
+    fn step_hellaswag(
+        &mut self,
+        m: &ModelSpec,
+        tasks_file: &str,
+        tasks: usize,
+        ctx: u32,
+    ) -> Result<(), Failure> {
+        let (model, base) = (m.name.as_str(), m.arms[0].as_str());
+        let f = self.input_path(tasks_file);
+        for arm in &m.arms {
+            let label = format!("hellaswag-{model}-{arm}");
+            let args = vec![
+                self.arm_path(model, arm).into(),
+                os("-f"),
+                f.clone().into(),
+                os("--tasks"),
+                os(&tasks.to_string()),
+                os("-c"),
+                os(&ctx.to_string()),
+            ];
+            let (rc, rec) = self.eval_step::<HellaswagResult>(&label, "hellaswag", args)?;
+            let acc = Self::finite(&label, "acc_norm", rec.result.acc_norm)?;
+            self.put(model, "acc_norm", arm, acc);
+            let rss = rc.max_rss_kib as f64;
+            self.put(model, "peak_rss_kib", &format!("hellaswag,{arm}"), rss);
+            if arm != base {
+                self.put_delta(model, "acc_norm", arm, base);
+            }
+        }
+        Ok(())
+    }
+
+    fn step_kld(&mut self, m: &ModelSpec, text: &str, ctx: usize, chunks: usize) -> Result<(), Failure> {
+        let (model, base) = (m.name.as_str(), m.arms[0].as_str());
+        let text_p = self.input_path(text);
+        let logits = self
+            .dir
+            .join("models")
+            .join(model)
+            .join(format!("{base}.logits"));
+        let label = format!("kld-base-{model}-{base}");
+        let args = vec![
+            self.arm_path(model, base).into(),
+            os("-f"),
+            text_p.into(),
+            os("--out"),
+            logits.clone().into(),
+            os("-c"),
+            os(&ctx.to_string()),
+            os("--chunks"),
+            os(&chunks.to_string()),
+        ];
+        let (rc, _) = self.eval_step::<serde::de::IgnoredAny>(&label, "kld-base", args)?;
+        let rss = rc.max_rss_kib as f64;
+        self.put(model, "peak_rss_kib", &format!("kld-base,{base}"), rss);
+        for arm in m.arms.iter().skip(1) {
+            let label = format!("kld-{model}-{arm}");
+            let args = vec![
+                self.arm_path(model, arm).into(),
+                os("--base"),
+                logits.clone().into(),
+            ];
+            let (rc, rec) = self.eval_step::<KldResult>(&label, "kld", args)?;
+            let r = &rec.result;
+            let kld = Self::finite(&label, "mean_kld", r.mean_kld)?;
+            let unc = Self::finite(&label, "mean_kld_unc", r.mean_kld_unc)?;
+            let same = Self::finite(&label, "same_top_p", r.same_top_p)?;
+            self.put(model, "mean_kld", arm, kld).spread = Some(unc);
+            self.put(model, "same_top_p", arm, 100.0 * same);
+            let rss = rc.max_rss_kib as f64;
+            self.put(model, "peak_rss_kib", &format!("kld,{arm}"), rss);
+        }
+        // The base logits are an intermediate (25 MB per 512-token chunk of a 49k vocab).
+        let _ = std::fs::remove_file(&logits);
+        Ok(())
+    }
+
+    fn step_bench(
+        &mut self,
+        m: &ModelSpec,
+        n_prompt: usize,
+        n_gen: usize,
+        replicates: usize,
+    ) -> Result<(), Failure> {
+        let (model, base) = (m.name.as_str(), m.arms[0].as_str());
+        let label = format!("bench-{model}");
+        let mut args: Vec<OsString> = m
+            .arms
+            .iter()
+            .map(|a| self.arm_path(model, a).into_os_string())
+            .collect();
+        args.extend([
+            os("-p"),
+            os(&n_prompt.to_string()),
+            os("-n"),
+            os(&n_gen.to_string()),
+            os("-r"),
+            os(&replicates.to_string()),
+        ]);
+        let (rc, rec) = self.eval_step::<BenchResult>(&label, "bench", args)?;
+        let arm_of = |path: &str| {
+            m.arms
+                .iter()
+                .find(|a| path.ends_with(&format!("{a}.gguf")))
+                .cloned()
+                .unwrap_or_default()
+        };
+        for row in &rec.result.rows {
+            let arm = arm_of(&row.model);
+            let stem = format!("{}_ts", row.test);
+            let ts = Self::finite(&label, "avg_ts", row.avg_ts)?;
+            let sd = Self::finite(&label, "stddev_ts", row.stddev_ts)?;
+            self.put(model, &stem, &arm, ts).spread = Some(sd);
+        }
+        for row in &rec.result.ratios {
+            let arm = arm_of(&row.model);
+            let stem = format!("{}_ratio", row.test);
+            let mean = Self::finite(&label, "ratio mean", row.mean)?;
+            let sd = Self::finite(&label, "ratio sd", row.sd)?;
+            self.put(model, &stem, &format!("{arm}/{base}"), mean).spread = Some(sd);
+        }
+        self.put(model, "peak_rss_kib", "bench", rc.max_rss_kib as f64);
         Ok(())
     }
 }

@@ -27,8 +27,9 @@ pub fn write_f32_expansion(src: &Path, out: &Path) -> Result<u64> {
     let mut w = GgufWriter::new();
     w.set_version(g.header.version);
     for (k, v) in &g.header.metadata {
-        if k == "general.file_type" {
-            w.add_kv(k.clone(), Value::U32(0));
+        if k == gguf::keys::general::FILE_TYPE {
+            let all_f32 = gguf::LlamaFtype::mostly(GgmlType::F32).expect("in the table");
+            w.add_kv(k.clone(), Value::U32(all_f32.id));
         } else {
             w.add_kv(k.clone(), v.clone());
         }

@@ -11,14 +11,14 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use gguf::{GgmlType, Value};
 use llama_runtime::{CGguf, CValue};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::Blocker;
+use super::{Blocker, BlockerCode};
 use crate::convert::{arch, hf::HfDir};
 
 /// Gate 1's measurements.
-#[derive(Clone, Debug, Serialize, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
 pub struct Gate1Report {
     /// Tensors compared.
     pub tensors: usize,
@@ -112,7 +112,7 @@ pub fn check_metadata(
         match c.get(k) {
             None => blockers.push(Blocker::new(
                 1,
-                "metadata-missing",
+                BlockerCode::MetadataMissing,
                 k,
                 format!("expected {}", short(&want)),
             )),
@@ -123,7 +123,7 @@ pub fn check_metadata(
                 } else {
                     blockers.push(Blocker::new(
                         1,
-                        "metadata-mismatch",
+                        BlockerCode::MetadataMismatch,
                         k,
                         format!("file has {}, sources imply {}", short(&got), short(&want)),
                     ));
@@ -184,7 +184,7 @@ pub fn check_tensors(
         let Some(&si) = sources.get(&info.name) else {
             blockers.push(Blocker::new(
                 1,
-                "tensor-unexpected",
+                BlockerCode::TensorUnexpected,
                 &info.name,
                 "no HF source tensor maps to it".into(),
             ));
@@ -196,7 +196,7 @@ pub fn check_tensors(
         if ne_src != ne_file || info.ne[ne_src.len()..].iter().any(|d| *d != 1) {
             blockers.push(Blocker::new(
                 1,
-                "tensor-shape",
+                BlockerCode::TensorShape,
                 &info.name,
                 format!(
                     "file ne {:?}, source {} has ne {:?}",
@@ -208,7 +208,7 @@ pub fn check_tensors(
         let Some(ty) = GgmlType::from_id(info.type_id) else {
             blockers.push(Blocker::new(
                 1,
-                "tensor-type",
+                BlockerCode::TensorType,
                 &info.name,
                 format!("type id {}", info.type_id),
             ));
@@ -246,7 +246,7 @@ pub fn check_tensors(
                 .unwrap_or(stored.len().min(expected.len()));
             blockers.push(Blocker::new(
                 1,
-                "tensor-bits",
+                BlockerCode::TensorBits,
                 &info.name,
                 format!(
                     "stored {ty} bytes differ from the encoding of {} at byte {at} of {}",
@@ -261,7 +261,7 @@ pub fn check_tensors(
         if !present.contains(name.as_str()) {
             blockers.push(Blocker::new(
                 1,
-                "tensor-missing",
+                BlockerCode::TensorMissing,
                 name,
                 "mapped from the HF source but absent from the file".into(),
             ));

@@ -16,13 +16,13 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use gguf::GgmlType;
 use llama_runtime::CGguf;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::Blocker;
+use super::{Blocker, BlockerCode};
 use crate::convert::{arch, hf::HfDir, mlx};
 
 /// What the affine Gate 1 measured.
-#[derive(Clone, Debug, Serialize, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
 pub struct AffineGate1Report {
     /// The declared decision rule.
     pub rule: String,
@@ -127,7 +127,7 @@ pub fn check(
             config_error = true;
             blockers.push(Blocker::new(
                 1,
-                "source-quantization",
+                BlockerCode::SourceQuantization,
                 "config.json",
                 format!("{e:#}"),
             ));
@@ -140,7 +140,7 @@ pub fn check(
         mlx::find(hf, &qc)
     };
     for (t, m) in &bad {
-        blockers.push(Blocker::new(1, "source-quantization", t, m.clone()));
+        blockers.push(Blocker::new(1, BlockerCode::SourceQuantization, t, m.clone()));
     }
     // Every tensor of a module (good or bad) is covered here, not by the plain check.
     for t in hf.tensors.iter().enumerate() {
@@ -186,7 +186,7 @@ pub fn check(
         let Some(info) = infos.get(&name) else {
             blockers.push(Blocker::new(
                 1,
-                "tensor-missing",
+                BlockerCode::TensorMissing,
                 &name,
                 format!("quantized module {} is absent from the file", m.module),
             ));
@@ -195,7 +195,7 @@ pub fn check(
         let Some(ty) = GgmlType::from_id(info.type_id) else {
             blockers.push(Blocker::new(
                 1,
-                "tensor-type",
+                BlockerCode::TensorType,
                 &name,
                 format!("type id {}", info.type_id),
             ));
@@ -204,7 +204,7 @@ pub fn check(
         if info.ne[0] != m.inn as i64 || info.ne[1] != m.out as i64 {
             blockers.push(Blocker::new(
                 1,
-                "tensor-shape",
+                BlockerCode::TensorShape,
                 &name,
                 format!(
                     "file ne {:?}, source module [{} × {}]",
@@ -304,7 +304,7 @@ pub fn check(
                 }
                 match field_err {
                     None => r.fields_identical += 1,
-                    Some(e) => blockers.push(Blocker::new(1, "affine-fields", &name, e)),
+                    Some(e) => blockers.push(Blocker::new(1, BlockerCode::AffineFields, &name, e)),
                 }
                 // The named formula on the stored fields.
                 let mut from_file = Vec::with_capacity(got_codes.len());
@@ -324,7 +324,7 @@ pub fn check(
                         .unwrap_or(0);
                     blockers.push(Blocker::new(
                         1,
-                        "affine-values",
+                        BlockerCode::AffineValues,
                         &name,
                         format!(
                             "value {i}: file {:e}, source {:e} (named formula, u32 view)",
@@ -345,7 +345,7 @@ pub fn check(
                         .zip(&stored)
                         .position(|(x, y)| x != y)
                         .unwrap_or(0);
-                    blockers.push(Blocker::new(1, "fallback-bits", &name, format!("stored {other} bytes differ from the declared encoding of the source's named-formula values at byte {i}")));
+                    blockers.push(Blocker::new(1, BlockerCode::FallbackBits, &name, format!("stored {other} bytes differ from the declared encoding of the source's named-formula values at byte {i}")));
                 }
             }
         }

@@ -7,13 +7,13 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use llama_runtime::{ContextParams, Model};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::{vectors, Blocker, InputHash};
+use super::{vectors, Blocker, BlockerCode, InputHash};
 use crate::hash::sha256_file;
 
 /// Gate 3's measurements.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Gate3Report {
     /// Every file of the release folder with its sha256 (sorted by path).
     pub manifest: Vec<InputHash>,
@@ -22,8 +22,10 @@ pub struct Gate3Report {
     /// Embedding width found.
     pub n_embd: usize,
     /// Model load time, ms.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub load_ms: f64,
     /// Time to embed the retrieval set, ms.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub embed_ms: f64,
     /// llama.cpp top-1 per query on the shipped bytes.
     pub top1: Vec<usize>,
@@ -67,7 +69,7 @@ pub fn check(
     let [gguf] = ggufs.as_slice() else {
         blockers.push(Blocker::new(
             3,
-            "release-files",
+            BlockerCode::ReleaseFiles,
             &dir.display().to_string(),
             format!("expected one .gguf, found {}", ggufs.len()),
         ));
@@ -96,7 +98,7 @@ pub fn check(
         if v.len() != n_embd || !v.iter().all(|x| x.is_finite()) || norm.is_nan() || norm <= 0.0 {
             blockers.push(Blocker::new(
                 3,
-                "release-vector",
+                BlockerCode::ReleaseVector,
                 &format!("text {i}"),
                 format!(
                     "dim {}, L2 norm {norm}, finite {}",
@@ -110,7 +112,7 @@ pub fn check(
     match gate2 {
         Some(g2) if g2.llama_top1 != top1 => blockers.push(Blocker::new(
             3,
-            "release-top1",
+            BlockerCode::ReleaseTop1,
             "retrieval",
             format!(
                 "top-1 on the shipped file {top1:?} differs from Gate 2's {:?}",
@@ -119,7 +121,7 @@ pub fn check(
         )),
         None => blockers.push(Blocker::new(
             3,
-            "release-no-baseline",
+            BlockerCode::ReleaseNoBaseline,
             "retrieval",
             "Gate 2 measured no vectors to compare with".into(),
         )),

@@ -4,24 +4,28 @@
 
 use anyhow::Result;
 use llama_runtime::{Context, ContextParams, Model};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::vectors::cosine;
 
 /// Measurements.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LogitsReport {
     /// Texts evaluated.
     pub texts: usize,
     /// Positions compared (position 0 excluded).
     pub positions: usize,
     /// Lowest per-position cosine of the logit vectors.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub min_cosine: f64,
     /// Fraction of positions with the same argmax.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub top1_agreement: f64,
     /// Mean KL(reference ‖ llama.cpp) over positions, nats.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub mean_kld: f64,
     /// Largest per-position KLD.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub max_kld: f64,
 }
 

@@ -3,8 +3,9 @@
 //! nothing else decides.
 //!
 //! * Gate 1 ([`gate1`]): stored bits and metadata, read back through ggml's own reader.
-//! * Gate 2 ([`tokenizer`], [`vectors`]): token ids in all four add_special × parse_special modes,
-//!   and embeddings (min cosine, top-1 retrieval) against the independent reference.
+//! * Gate 2 ([`tokenizer`], [`vectors`], [`logits`]): token ids in all four add_special ×
+//!   parse_special modes, and embeddings (min cosine, top-1 retrieval) or logits (cosine,
+//!   argmax agreement, mean KLD) against the independent reference.
 //! * Gate 3 ([`gate3`]): sha256 manifest of the release folder and a re-measurement on exactly
 //!   those bytes.
 
@@ -14,6 +15,7 @@ pub mod gate1;
 pub mod gate1_affine;
 pub mod gate3;
 pub mod logits;
+pub mod outcome;
 pub mod report;
 pub mod requant;
 pub mod tokenizer;
@@ -26,44 +28,25 @@ use serde::{Deserialize, Serialize};
 
 use crate::convert::{self, arch::Arch, hf::HfDir, OutType};
 use crate::hash::sha256_file;
-
-/// One reason for NO-GO.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct Blocker {
-    /// Gate number (0 = set-up: protocol, inputs).
-    pub gate: u8,
-    /// Stable machine-readable code, e.g. `tensor-bits`, `metadata-mismatch`.
-    pub code: String,
-    /// The tensor, key or text concerned.
-    pub subject: String,
-    /// What was found.
-    pub detail: String,
-}
-
-impl Blocker {
-    /// A blocker of `gate` with `code` about `subject`.
-    pub fn new(gate: u8, code: &str, subject: &str, detail: String) -> Blocker {
-        Blocker {
-            gate,
-            code: code.into(),
-            subject: subject.into(),
-            detail,
-        }
-    }
-}
+pub use outcome::{Blocker, BlockerCode, Verdict};
 
 /// Thresholds, fixed before anything is measured. Their hash goes into the report.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Thresholds {
     /// Lowest allowed cosine between llama.cpp's and the reference's pooled embeddings.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub min_cosine: f64,
     /// Fraction of retrieval queries whose top-1 document must be identical (1.0 = all).
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub min_top1_agreement: f64,
     /// Causal LMs: lowest allowed per-position cosine of the logits.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub min_logits_cosine: f64,
     /// Causal LMs: lowest allowed fraction of positions with the same argmax.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub min_logits_top1_agreement: f64,
     /// Causal LMs: highest allowed mean KL(reference ‖ llama.cpp), nats.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub max_mean_kld: f64,
 }
 
@@ -107,7 +90,7 @@ pub fn thresholds_from_protocol(path: &Path, blockers: &mut Vec<Blocker>) -> Res
             None => {
                 blockers.push(Blocker::new(
                     0,
-                    "threshold-undeclared",
+                    BlockerCode::ThresholdUndeclared,
                     name,
                     format!("{} does not declare thresholds.{name}; thresholds are fixed before measuring, never defaulted", path.display()),
                 ));
@@ -142,17 +125,17 @@ pub struct VerifyOptions {
 }
 
 /// An input file and its hash.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct InputHash {
     pub path: String,
     pub sha256: String,
 }
 
 /// The full verification result.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct VerifyReport {
     /// `GO` or `NO-GO`.
-    pub verdict: String,
+    pub verdict: Verdict,
     /// Every blocker (empty iff GO).
     pub blockers: Vec<Blocker>,
     /// Thresholds used and their sha256.
@@ -179,11 +162,6 @@ pub struct VerifyReport {
     pub notes: Vec<String>,
 }
 
-/// `value ≥ threshold`, false when either is NaN (an undeclared threshold never passes).
-fn meets(value: f64, threshold: f64) -> bool {
-    value >= threshold
-}
-
 /// Outtype implied by the stored tensor types (for the expected `general.file_type`).
 fn outtype_of(types: &[u32]) -> OutType {
     use gguf::GgmlType as T;
@@ -199,28 +177,40 @@ fn outtype_of(types: &[u32]) -> OutType {
     }
 }
 
-/// Runs all gates. Errors only for unusable inputs (the caller prints them, exit 2); every
-/// measured failure is a blocker in the report instead.
-pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
-    let mut blockers = Vec::new();
-    let mut notes = Vec::new();
-    let thresholds = match &opts.protocol {
-        Some(p) => thresholds_from_protocol(p, &mut blockers)?,
-        None => Thresholds::default(),
-    };
-    let thresholds_sha256 =
-        crate::hash::sha256_bytes(serde_json::to_string(&thresholds)?.as_bytes());
+/// The inputs every gate reads, opened once.
+struct Sources {
+    hf: HfDir,
+    arch: Arch,
+    /// ggml's own reader: the independent read-back path of Gate 1.
+    c: llama_runtime::CGguf,
+    /// Stored ggml type ids, in file order.
+    types: Vec<u32>,
+    vocab_only: bool,
+    tok: convert::tokenizer::LoadedTokenizer,
+    vocab: convert::vocab::Vocab,
+    pooling: Option<reference::pooling::Pooling>,
+}
 
-    // Inputs, hashed before anything is measured.
-    let mut inputs = vec![InputHash {
-        path: opts.gguf.display().to_string(),
-        sha256: sha256_file(&opts.gguf)?,
-    }];
-    // ggml's own reader, opened once: the independent read-back path of Gate 1.
-    let c = llama_runtime::CGguf::open(&opts.gguf).map_err(|e| anyhow::anyhow!("Gate 1: {e}"))?;
-    let file_tensors = c.tensors();
-    let vocab_only = file_tensors.is_empty();
-    let hf = HfDir::open(&opts.hf_dir, !vocab_only)?;
+/// Mutable state every gate appends to.
+#[derive(Default)]
+struct Findings {
+    blockers: Vec<Blocker>,
+    notes: Vec<String>,
+}
+
+/// An input and its sha256.
+fn input_hash(p: &Path) -> Result<InputHash> {
+    Ok(InputHash {
+        path: p.display().to_string(),
+        sha256: sha256_file(p)?,
+    })
+}
+
+/// The HF folder's inputs with their sha256 (after [`HfDir::open`] checked them), hashed
+/// before anything is measured.
+fn hash_hf_inputs(opts: &VerifyOptions) -> Result<Vec<InputHash>> {
+    let entry = input_hash;
+    let mut inputs = Vec::new();
     for name in [
         "config.json",
         "tokenizer.json",
@@ -230,88 +220,255 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
     ] {
         let p = opts.hf_dir.join(name);
         if p.exists() {
-            inputs.push(InputHash {
-                path: p.display().to_string(),
-                sha256: sha256_file(&p)?,
-            });
+            inputs.push(entry(&p)?);
         }
     }
     for f in reference::safetensors_files(&opts.hf_dir).unwrap_or_default() {
-        inputs.push(InputHash {
-            path: f.display().to_string(),
-            sha256: sha256_file(&f)?,
-        });
+        inputs.push(entry(&f)?);
     }
-    let arch = convert::arch_of(&hf)?;
+    Ok(inputs)
+}
 
-    // Gate 1: metadata and tensors.
+fn open_sources(opts: &VerifyOptions, f: &mut Findings) -> Result<Sources> {
+    let c = llama_runtime::CGguf::open(&opts.gguf).map_err(|e| anyhow::anyhow!("Gate 1: {e}"))?;
+    let types: Vec<u32> = c.tensors().iter().map(|t| t.type_id).collect();
+    let vocab_only = types.is_empty();
+    let hf = HfDir::open(&opts.hf_dir, !vocab_only)?;
+    let arch = convert::arch_of(&hf)?;
     let tok = convert::tokenizer::load(&opts.hf_dir)?;
-    notes.extend(tok.notes.iter().cloned());
+    f.notes.extend(tok.notes.iter().cloned());
     let vocab = convert::vocab::build(&tok.json, &hf.tokenizer_config, &hf.config, &tok.tokenizer)?;
-    notes.extend(vocab.notes.iter().cloned());
-    for b in &vocab.blockers {
-        blockers.push(Blocker::new(
+    f.notes.extend(vocab.notes.iter().cloned());
+    let pooling = reference::pooling::Pooling::from_sentence_transformers(&opts.hf_dir)?;
+    Ok(Sources {
+        hf,
+        arch,
+        c,
+        types,
+        vocab_only,
+        tok,
+        vocab,
+        pooling,
+    })
+}
+
+/// Gate 1's typed section.
+pub struct Gate1 {
+    /// Metadata and plain tensors (and the totals including affine tensors).
+    pub report: gate1::Gate1Report,
+    /// Tensors converted from already-quantized (MLX affine) sources.
+    pub affine: Option<gate1_affine::AffineGate1Report>,
+    /// The source's quantization metadata disagrees with its tensors.
+    pub source_inconsistent: bool,
+}
+
+/// The metadata `convert` would write for these sources, less the keys that are not model
+/// facts (`general.name`; `general.file_type` of a vocab-only file).
+fn expected_metadata(s: &Sources) -> Vec<(String, gguf::Value)> {
+    use gguf::keys::general;
+    let stored: Vec<gguf::GgmlType> = s
+        .types
+        .iter()
+        .filter_map(|t| gguf::GgmlType::from_id(*t))
+        .collect();
+    let ft = convert::file_type(outtype_of(&s.types), &stored);
+    let mut expected = convert::metadata(&s.hf, s.arch, ft, s.pooling, &s.vocab);
+    if s.vocab_only {
+        // A vocab-only file's file_type is whatever the converter was asked; not implied.
+        expected.retain(|(k, _)| k != general::FILE_TYPE);
+    }
+    // general.name depends on the folder name the file was converted from; not a model fact.
+    expected.retain(|(k, _)| k != general::NAME);
+    expected
+}
+
+/// Gate 1: every metadata key and every tensor, read back through ggml's own reader and
+/// compared with what the sources imply (bit for bit for tensors).
+fn gate1(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result<Gate1> {
+    for b in &s.vocab.blockers {
+        f.blockers.push(Blocker::new(
             1,
-            "tokenizer-inexpressible",
+            BlockerCode::TokenizerInexpressible,
             "tokenizer",
             b.clone(),
         ));
     }
-    let pooling = reference::pooling::Pooling::from_sentence_transformers(&opts.hf_dir)?;
-    let types: Vec<u32> = file_tensors.iter().map(|t| t.type_id).collect();
-    let mut expected = convert::metadata(&hf, arch, outtype_of(&types), pooling, &vocab);
-    // A file from an MLX checkpoint is typed by its quantized tensors (as convert writes it).
-    let stored: Vec<gguf::GgmlType> = types
-        .iter()
-        .filter_map(|t| gguf::GgmlType::from_id(*t))
-        .collect();
-    if let Some(ft) = convert::mlx::file_type(&stored) {
-        for (k, v) in expected.iter_mut() {
-            if k == "general.file_type" {
-                *v = gguf::Value::U32(ft);
-            }
-        }
-    }
-    if vocab_only {
-        // A vocab-only file's file_type is whatever the converter was asked; not implied.
-        expected.retain(|(k, _)| k != "general.file_type");
-        notes.push(
+    if s.vocab_only {
+        f.notes.push(
             "vocab-only file: tensors and vectors are not measured; Gate 1 covers metadata only"
                 .into(),
         );
     }
-    // general.name depends on the folder name the file was converted from; not a model fact.
-    expected.retain(|(k, _)| k != "general.name");
     let mut g1 = gate1::Gate1Report::default();
-    gate1::check_metadata(&c, &expected, &mut blockers, &mut g1)?;
-    let mut affine_report = None;
-    let mut source_inconsistent = false;
-    if !vocab_only {
-        let n_before = blockers.len();
-        let (ar, covered) = gate1_affine::check(&opts.gguf, &c, &hf, arch, &mut blockers)?;
-        source_inconsistent = blockers[n_before..]
-            .iter()
-            .any(|b| b.code == "source-quantization");
-        g1.tensors += ar.exact_tensors + ar.fallback_tensors;
-        g1.bit_identical += ar.values_identical.min(ar.fields_identical) + ar.fallback_identical;
-        for (t, n) in &ar.by_type {
-            *g1.by_type.entry(t.clone()).or_default() += n;
-        }
-        if ar.modules > 0 || !covered.gguf_names.is_empty() {
-            if ar.ggml_to_float_agrees < ar.ggml_to_float_checked {
-                notes.push(format!(
-                    "ggml to_float differs from the named formula (f32 multiply then add) on {} of {} affine tensors (e.g. FMA contraction); Gate 1 is decided on fields + named formula as declared",
-                    ar.ggml_to_float_checked - ar.ggml_to_float_agrees,
-                    ar.ggml_to_float_checked
-                ));
-            }
-            affine_report = Some(ar);
-        }
-        gate1::check_tensors(&opts.gguf, &c, &hf, arch, &covered, &mut blockers, &mut g1)?;
+    gate1::check_metadata(&s.c, &expected_metadata(s), &mut f.blockers, &mut g1)?;
+    let mut out = Gate1 {
+        report: g1,
+        affine: None,
+        source_inconsistent: false,
+    };
+    if s.vocab_only {
+        return Ok(out);
     }
+    let n_before = f.blockers.len();
+    let (ar, covered) = gate1_affine::check(&opts.gguf, &s.c, &s.hf, s.arch, &mut f.blockers)?;
+    out.source_inconsistent = f.blockers[n_before..]
+        .iter()
+        .any(|b| b.code == BlockerCode::SourceQuantization);
+    let g1 = &mut out.report;
+    g1.tensors += ar.exact_tensors + ar.fallback_tensors;
+    g1.bit_identical += ar.values_identical.min(ar.fields_identical) + ar.fallback_identical;
+    for (t, n) in &ar.by_type {
+        *g1.by_type.entry(t.clone()).or_default() += n;
+    }
+    if ar.modules > 0 || !covered.gguf_names.is_empty() {
+        if ar.ggml_to_float_agrees < ar.ggml_to_float_checked {
+            f.notes.push(format!(
+                "ggml to_float differs from the named formula (f32 multiply then add) on {} of {} affine tensors (e.g. FMA contraction); Gate 1 is decided on fields + named formula as declared",
+                ar.ggml_to_float_checked - ar.ggml_to_float_agrees,
+                ar.ggml_to_float_checked
+            ));
+        }
+        out.affine = Some(ar);
+    }
+    gate1::check_tensors(&opts.gguf, &s.c, &s.hf, s.arch, &covered, &mut f.blockers, g1)?;
+    Ok(out)
+}
 
-    // Gate 2.
-    let model = llama_runtime::Model::load(&opts.gguf, vocab_only)?;
+/// Gate 2's typed section.
+#[derive(Default)]
+pub struct Gate2 {
+    /// Token ids in the four add_special × parse_special modes.
+    pub tokenizer: Option<tokenizer::TokenizerReport>,
+    /// Embedding models: pooled vectors against the reference.
+    pub vectors: Option<vectors::VectorReport>,
+    /// Causal LMs: the judged logits measurement.
+    pub logits: Option<logits::LogitsReport>,
+    /// With block-quantized weights: the file as shipped (reported, not judged).
+    pub logits_as_shipped: Option<logits::LogitsReport>,
+}
+
+/// How a measured value is held against its threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cmp {
+    /// Passes when measured ≥ threshold.
+    AtLeast,
+    /// Passes when measured ≤ threshold.
+    AtMost,
+}
+
+/// One row of the threshold table.
+#[derive(Clone, Debug)]
+pub struct ThresholdCheck {
+    /// The threshold's name in [`Thresholds`].
+    pub name: &'static str,
+    /// The blocker raised when it fails.
+    pub code: BlockerCode,
+    /// The blocker's subject (text, `logits`, `retrieval`).
+    pub subject: String,
+    /// The measured value.
+    pub measured: f64,
+    /// How it is compared.
+    pub cmp: Cmp,
+    /// The declared threshold.
+    pub threshold: f64,
+    /// The blocker's detail when it fails.
+    pub detail: String,
+}
+
+impl ThresholdCheck {
+    /// Whether the row passes; NaN on either side never passes (an undeclared threshold is NaN).
+    pub fn passes(&self) -> bool {
+        match self.cmp {
+            Cmp::AtLeast => self.measured >= self.threshold,
+            Cmp::AtMost => self.measured <= self.threshold,
+        }
+    }
+}
+
+/// The threshold rows of an embedding measurement.
+pub fn vector_checks(t: &Thresholds, v: &vectors::VectorReport) -> Vec<ThresholdCheck> {
+    let agreement = v.top1_identical as f64 / v.queries as f64;
+    vec![
+        ThresholdCheck {
+            name: "min_cosine",
+            code: BlockerCode::VectorsCosine,
+            subject: v.worst_text.clone(),
+            measured: v.min_cosine,
+            cmp: Cmp::AtLeast,
+            threshold: t.min_cosine,
+            detail: format!(
+                "min cosine {:.6} < threshold {}",
+                v.min_cosine, t.min_cosine
+            ),
+        },
+        ThresholdCheck {
+            name: "min_top1_agreement",
+            code: BlockerCode::VectorsTop1,
+            subject: "retrieval".into(),
+            measured: agreement,
+            cmp: Cmp::AtLeast,
+            threshold: t.min_top1_agreement,
+            detail: format!(
+                "{}/{} top-1 identical < threshold {}",
+                v.top1_identical, v.queries, t.min_top1_agreement
+            ),
+        },
+    ]
+}
+
+/// The threshold rows of a logits measurement.
+pub fn logits_checks(t: &Thresholds, l: &logits::LogitsReport) -> Vec<ThresholdCheck> {
+    let row = |name, code, measured, cmp, threshold, detail| ThresholdCheck {
+        name,
+        code,
+        subject: "logits".into(),
+        measured,
+        cmp,
+        threshold,
+        detail,
+    };
+    vec![
+        row(
+            "min_logits_cosine",
+            BlockerCode::LogitsCosine,
+            l.min_cosine,
+            Cmp::AtLeast,
+            t.min_logits_cosine,
+            format!("min cosine {:.6} < {}", l.min_cosine, t.min_logits_cosine),
+        ),
+        row(
+            "min_logits_top1_agreement",
+            BlockerCode::LogitsTop1,
+            l.top1_agreement,
+            Cmp::AtLeast,
+            t.min_logits_top1_agreement,
+            format!(
+                "argmax agreement {:.4} < {}",
+                l.top1_agreement, t.min_logits_top1_agreement
+            ),
+        ),
+        row(
+            "max_mean_kld",
+            BlockerCode::LogitsKld,
+            l.mean_kld,
+            Cmp::AtMost,
+            t.max_mean_kld,
+            format!("mean KLD {:.6} > {}", l.mean_kld, t.max_mean_kld),
+        ),
+    ]
+}
+
+/// Evaluates the rows in order; every failing row is a Gate 2 blocker.
+fn judge(checks: Vec<ThresholdCheck>, blockers: &mut Vec<Blocker>) {
+    for c in checks {
+        if !c.passes() {
+            blockers.push(Blocker::new(2, c.code, &c.subject, c.detail));
+        }
+    }
+}
+
+/// The corpus of Gate 2: the built-in texts plus `--texts` (one per non-blank line).
+fn gate2_texts(opts: &VerifyOptions) -> Result<Vec<String>> {
     let mut texts: Vec<String> = corpus::TOKENIZER_CORPUS
         .iter()
         .map(|s| s.to_string())
@@ -321,7 +478,17 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
             .with_context(|| format!("{}: cannot read texts", p.display()))?;
         texts.extend(t.lines().filter(|l| !l.trim().is_empty()).map(String::from));
     }
-    let tr = tokenizer::check(&tok.tokenizer, &tok.json, &model, &texts)?;
+    Ok(texts)
+}
+
+/// Gate 2 tokenizer: a blocker when no mode matches HF on every text.
+fn gate2_tokenizer(
+    s: &Sources,
+    model: &llama_runtime::Model,
+    texts: &[String],
+    f: &mut Findings,
+) -> Result<tokenizer::TokenizerReport> {
+    let tr = tokenizer::check(&s.tok.tokenizer, &s.tok.json, model, texts)?;
     if tr.matching_modes.is_empty() {
         let detail = tr
             .modes
@@ -341,179 +508,192 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
             })
             .collect::<Vec<_>>()
             .join("; ");
-        blockers.push(Blocker::new(
+        f.blockers.push(Blocker::new(
             2,
-            "tokenizer-no-mode",
+            BlockerCode::TokenizerNoMode,
             "token ids",
             format!("no mode matches HF on every text: {detail}"),
         ));
     }
-    notes.extend(tr.limitations.iter().cloned());
+    f.notes.extend(tr.limitations.iter().cloned());
+    Ok(tr)
+}
 
-    let params = llama_runtime::ContextParams::embeddings(512, opts.threads);
-    let mut vr = None;
-    let mut lr = None;
-    let mut logits_as_shipped = None;
-    if !vocab_only {
-        // Vectors and logits are compared on the texts whose ids both sides can agree on.
-        let gated: Vec<String> = texts
-            .iter()
-            .filter(|t| tokenizer::known_divergence(&tok.json, t).is_none())
-            .cloned()
-            .collect();
-        let model_type = hf.config["model_type"].as_str().unwrap_or("");
-        let is_embedding = arch == Arch::Bert || pooling.is_some();
-        if is_embedding {
-            let reference = vectors::RefModel::load(&opts.hf_dir, model_type)?;
-            let v = vectors::check(&model, &params, &reference, &tok.tokenizer, &gated)?;
-            if model_type == "bert" && hf.config["hidden_act"].as_str().unwrap_or("gelu") == "gelu"
-            {
-                // Measured on all-MiniLM-L6-v2 F32: min cosine 0.9999979 with erf GELU in the
-                // reference, 0.9999996 with the tanh form; the stored bits are identical.
-                notes.push(
-                    "llama.cpp's CPU GELU is the tanh approximation read from an f16 table; HF BERT uses exact erf GELU \
-                     (the reference too): expect cosines a few 1e-6 below 1 even for an F32 file"
-                        .into(),
-                );
-            }
-            if !meets(v.min_cosine, thresholds.min_cosine) {
-                blockers.push(Blocker::new(
-                    2,
-                    "vectors-cosine",
-                    &v.worst_text,
-                    format!(
-                        "min cosine {:.6} < threshold {}",
-                        v.min_cosine, thresholds.min_cosine
-                    ),
-                ));
-            }
-            let agreement = v.top1_identical as f64 / v.queries as f64;
-            if !meets(agreement, thresholds.min_top1_agreement) {
-                blockers.push(Blocker::new(
-                    2,
-                    "vectors-top1",
-                    "retrieval",
-                    format!(
-                        "{}/{} top-1 identical < threshold {}",
-                        v.top1_identical, v.queries, thresholds.min_top1_agreement
-                    ),
-                ));
-            }
-            if v.llama_pooling != reference.pooling().llama_id() as i32 {
-                blockers.push(Blocker::new(
-                    2,
-                    "vectors-pooling",
-                    "pooling_type",
-                    format!(
-                        "llama.cpp pools with type {}, the model declares {:?}",
-                        v.llama_pooling,
-                        reference.pooling()
-                    ),
-                ));
-            }
-            vr = Some(v);
-        } else if source_inconsistent {
-            blockers.push(Blocker::new(
-                2,
-                "logits-not-measured",
-                "logits",
-                "the source's quantization metadata disagrees with its tensors (Gate 1); the reference cannot load it".into(),
-            ));
-        } else {
-            let reference = reference::decoder::Decoder::load(&opts.hf_dir)?;
-            let direct = logits::check(&model, &reference, &tok.tokenizer, &gated, opts.threads)?;
-            let l = if expand::has_block_quantized(&types) {
-                // Declared rule: with block-quantized weights llama.cpp's CPU matmuls quantize
-                // activations (Q8_0/Q8_1/Q8_K), an arithmetic of the runtime shared by every
-                // such file. The thresholds judge llama.cpp running the F32 expansion of the
-                // stored values (ggml's own to_float) against the reference; the file as
-                // shipped is measured and reported beside it.
-                let dir = tempfile::tempdir()?;
-                let p = dir.path().join("f32-expansion.gguf");
-                expand::write_f32_expansion(&opts.gguf, &p)?;
-                let m32 = llama_runtime::Model::load(&p, false)?;
-                let l = logits::check(&m32, &reference, &tok.tokenizer, &gated, opts.threads)?;
-                notes.push(format!(
-                    "block-quantized weights: logits judged on llama.cpp running the F32 expansion of the stored values \
-                     (min cosine {:.6}, argmax {:.4}, mean KLD {:.6}); the file as shipped, with llama.cpp's quantized-activation \
-                     matmuls: min cosine {:.6}, argmax {:.4}, mean KLD {:.6}",
-                    l.min_cosine, l.top1_agreement, l.mean_kld,
-                    direct.min_cosine, direct.top1_agreement, direct.mean_kld
-                ));
-                logits_as_shipped = Some(direct);
-                l
-            } else {
-                direct
-            };
-            if l.positions == 0 {
-                blockers.push(Blocker::new(
-                    2,
-                    "logits-not-measured",
-                    "logits",
-                    "no position was compared".into(),
-                ));
-            }
-            if !meets(l.min_cosine, thresholds.min_logits_cosine) {
-                blockers.push(Blocker::new(
-                    2,
-                    "logits-cosine",
-                    "logits",
-                    format!(
-                        "min cosine {:.6} < {}",
-                        l.min_cosine, thresholds.min_logits_cosine
-                    ),
-                ));
-            }
-            if !meets(l.top1_agreement, thresholds.min_logits_top1_agreement) {
-                blockers.push(Blocker::new(
-                    2,
-                    "logits-top1",
-                    "logits",
-                    format!(
-                        "argmax agreement {:.4} < {}",
-                        l.top1_agreement, thresholds.min_logits_top1_agreement
-                    ),
-                ));
-            }
-            if !meets(thresholds.max_mean_kld, l.mean_kld) {
-                blockers.push(Blocker::new(
-                    2,
-                    "logits-kld",
-                    "logits",
-                    format!("mean KLD {:.6} > {}", l.mean_kld, thresholds.max_mean_kld),
-                ));
-            }
-            lr = Some(l);
-        }
+/// Gate 2 vectors of an embedding model: thresholds, then the pooling llama.cpp applied.
+fn gate2_vectors(
+    opts: &VerifyOptions,
+    s: &Sources,
+    model: &llama_runtime::Model,
+    params: &llama_runtime::ContextParams,
+    gated: &[String],
+    t: &Thresholds,
+    f: &mut Findings,
+) -> Result<vectors::VectorReport> {
+    let model_type = s.hf.config["model_type"].as_str().unwrap_or("");
+    let reference = vectors::RefModel::load(&opts.hf_dir, model_type)?;
+    let v = vectors::check(model, params, &reference, &s.tok.tokenizer, gated)?;
+    if model_type == "bert" && s.hf.config["hidden_act"].as_str().unwrap_or("gelu") == "gelu" {
+        // Measured on all-MiniLM-L6-v2 F32: min cosine 0.9999979 with erf GELU in the
+        // reference, 0.9999996 with the tanh form; the stored bits are identical.
+        f.notes.push(
+            "llama.cpp's CPU GELU is the tanh approximation read from an f16 table; HF BERT uses exact erf GELU \
+             (the reference too): expect cosines a few 1e-6 below 1 even for an F32 file"
+                .into(),
+        );
     }
+    judge(vector_checks(t, &v), &mut f.blockers);
+    if v.llama_pooling != reference.pooling().llama_id() as i32 {
+        f.blockers.push(Blocker::new(
+            2,
+            BlockerCode::VectorsPooling,
+            "pooling_type",
+            format!(
+                "llama.cpp pools with type {}, the model declares {:?}",
+                v.llama_pooling,
+                reference.pooling()
+            ),
+        ));
+    }
+    Ok(v)
+}
 
-    // Gate 3.
-    let g3 = match &opts.release {
-        Some(dir) => Some(gate3::check(dir, &params, vr.as_ref(), &mut blockers)?),
-        None => None,
+/// Gate 2 logits of a causal LM: (judged, as shipped). With block-quantized weights llama.cpp's
+/// CPU matmuls quantize activations (Q8_0/Q8_1/Q8_K), an arithmetic of the runtime shared by
+/// every such file; the declared rule judges llama.cpp running the F32 expansion of the stored
+/// values (ggml's own to_float) and reports the file as shipped beside it.
+fn gate2_logits(
+    opts: &VerifyOptions,
+    s: &Sources,
+    model: &llama_runtime::Model,
+    gated: &[String],
+    f: &mut Findings,
+) -> Result<(logits::LogitsReport, Option<logits::LogitsReport>)> {
+    let reference = reference::decoder::Decoder::load(&opts.hf_dir)?;
+    let direct = logits::check(model, &reference, &s.tok.tokenizer, gated, opts.threads)?;
+    if !expand::has_block_quantized(&s.types) {
+        return Ok((direct, None));
+    }
+    let dir = tempfile::tempdir()?;
+    let p = dir.path().join("f32-expansion.gguf");
+    expand::write_f32_expansion(&opts.gguf, &p)?;
+    let m32 = llama_runtime::Model::load(&p, false)?;
+    let l = logits::check(&m32, &reference, &s.tok.tokenizer, gated, opts.threads)?;
+    f.notes.push(format!(
+        "block-quantized weights: logits judged on llama.cpp running the F32 expansion of the stored values \
+         (min cosine {:.6}, argmax {:.4}, mean KLD {:.6}); the file as shipped, with llama.cpp's quantized-activation \
+         matmuls: min cosine {:.6}, argmax {:.4}, mean KLD {:.6}",
+        l.min_cosine, l.top1_agreement, l.mean_kld,
+        direct.min_cosine, direct.top1_agreement, direct.mean_kld
+    ));
+    Ok((l, Some(direct)))
+}
+
+/// Gate 2: token ids, then vectors (embedding models) or logits (causal LMs) against the
+/// independent reference, judged by the threshold table.
+fn gate2(
+    opts: &VerifyOptions,
+    s: &Sources,
+    g1: &Gate1,
+    params: &llama_runtime::ContextParams,
+    t: &Thresholds,
+    f: &mut Findings,
+) -> Result<Gate2> {
+    let model = llama_runtime::Model::load(&opts.gguf, s.vocab_only)?;
+    let texts = gate2_texts(opts)?;
+    let mut g2 = Gate2 {
+        tokenizer: Some(gate2_tokenizer(s, &model, &texts, f)?),
+        ..Gate2::default()
     };
+    if s.vocab_only {
+        return Ok(g2);
+    }
+    // Vectors and logits are compared on the texts whose ids both sides can agree on.
+    let gated: Vec<String> = texts
+        .iter()
+        .filter(|x| tokenizer::known_divergence(&s.tok.json, x).is_none())
+        .cloned()
+        .collect();
+    if s.arch == Arch::Bert || s.pooling.is_some() {
+        g2.vectors = Some(gate2_vectors(opts, s, &model, params, &gated, t, f)?);
+    } else if g1.source_inconsistent {
+        f.blockers.push(Blocker::new(
+            2,
+            BlockerCode::LogitsNotMeasured,
+            "logits",
+            "the source's quantization metadata disagrees with its tensors (Gate 1); the reference cannot load it".into(),
+        ));
+    } else {
+        let (l, shipped) = gate2_logits(opts, s, &model, &gated, f)?;
+        if l.positions == 0 {
+            f.blockers.push(Blocker::new(
+                2,
+                BlockerCode::LogitsNotMeasured,
+                "logits",
+                "no position was compared".into(),
+            ));
+        }
+        judge(logits_checks(t, &l), &mut f.blockers);
+        g2.logits = Some(l);
+        g2.logits_as_shipped = shipped;
+    }
+    Ok(g2)
+}
 
-    let build = llama_runtime::build_info();
+/// Gate 3 (`--release`): the sha256 manifest and a re-measurement of the shipped GGUF.
+fn gate3(
+    opts: &VerifyOptions,
+    params: &llama_runtime::ContextParams,
+    g2: &Gate2,
+    f: &mut Findings,
+) -> Result<Option<gate3::Gate3Report>> {
+    match &opts.release {
+        Some(dir) => Ok(Some(gate3::check(
+            dir,
+            params,
+            g2.vectors.as_ref(),
+            &mut f.blockers,
+        )?)),
+        None => Ok(None),
+    }
+}
+
+/// Runs all gates. Errors only for unusable inputs (the caller prints them, exit 2); every
+/// measured failure is a blocker in the report instead.
+pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
+    let mut f = Findings::default();
+    let thresholds = match &opts.protocol {
+        Some(p) => thresholds_from_protocol(p, &mut f.blockers)?,
+        None => Thresholds::default(),
+    };
+    let thresholds_sha256 =
+        crate::hash::sha256_bytes(serde_json::to_string(&thresholds)?.as_bytes());
+    let mut inputs = vec![input_hash(&opts.gguf)?];
+    let s = open_sources(opts, &mut f)?;
+    inputs.extend(hash_hf_inputs(opts)?);
+    let g1 = gate1(opts, &s, &mut f)?;
+    let params = llama_runtime::ContextParams::embeddings(512, opts.threads);
+    let g2 = gate2(opts, &s, &g1, &params, &thresholds, &mut f)?;
+    let g3 = gate3(opts, &params, &g2, &mut f)?;
     Ok(VerifyReport {
-        verdict: if blockers.is_empty() { "GO" } else { "NO-GO" }.into(),
-        blockers,
+        verdict: Verdict::from_blockers(&f.blockers),
+        blockers: f.blockers,
         thresholds,
         thresholds_sha256,
         quantgate: env!("CARGO_PKG_VERSION").into(),
-        llama_cpp: build.to_string(),
+        llama_cpp: llama_runtime::build_info().to_string(),
         llama_context: serde_json::json!({
             "n_ctx": params.n_ctx, "n_batch": params.n_batch, "n_ubatch": params.n_ubatch,
             "threads": params.n_threads, "kv_type": "F16", "pooling": "model default",
             "tokenize": "add_special=true, parse_special=true",
         }),
         inputs,
-        gate1: g1,
-        gate1_affine: affine_report,
-        gate2_tokenizer: Some(tr),
-        gate2_vectors: vr,
-        gate2_logits: lr,
-        gate2_logits_as_shipped: logits_as_shipped,
+        gate1: g1.report,
+        gate1_affine: g1.affine,
+        gate2_tokenizer: g2.tokenizer,
+        gate2_vectors: g2.vectors,
+        gate2_logits: g2.logits,
+        gate2_logits_as_shipped: g2.logits_as_shipped,
         gate3: g3,
-        notes,
+        notes: f.notes,
     })
 }

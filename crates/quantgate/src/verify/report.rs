@@ -4,28 +4,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::VerifyReport;
-
-/// Writes `bytes` to `path` through a temp file in the same folder.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
-    let mut tmp = tempfile::Builder::new()
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .tempfile_in(dir)
-        .with_context(|| format!("{}: cannot create a temp file", dir.display()))?;
-    std::io::Write::write_all(&mut tmp, bytes)
-        .with_context(|| format!("{}: write failed", path.display()))?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path)
-        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.error))?;
-    Ok(())
-}
 
 /// Markdown summary.
 pub fn markdown(r: &VerifyReport) -> String {
@@ -142,9 +123,9 @@ pub fn markdown(r: &VerifyReport) -> String {
 
 /// Writes report.json and report.md into `dir`.
 pub fn write(dir: &Path, r: &VerifyReport) -> Result<()> {
-    write_atomic(
+    crate::paths::write_atomic(
         &dir.join("report.json"),
         serde_json::to_string_pretty(r)?.as_bytes(),
     )?;
-    write_atomic(&dir.join("report.md"), markdown(r).as_bytes())
+    crate::paths::write_atomic(&dir.join("report.md"), markdown(r).as_bytes())
 }

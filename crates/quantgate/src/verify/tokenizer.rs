@@ -2,13 +2,13 @@
 //! against llama.cpp's ids in all four add_special × parse_special modes. The set of modes that
 //! matches on every text must be non-empty.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use llama_runtime::Model;
 use reference::tokenizer::HfTokenizer;
 
 /// One `llama_tokenize` mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mode {
     pub add_special: bool,
     pub parse_special: bool,
@@ -35,7 +35,7 @@ pub const MODES: [Mode; 4] = [
 ];
 
 /// The first text where a mode differs from HF, and how.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Mismatch {
     /// The text (cut to 200 characters).
     pub text: String,
@@ -49,7 +49,7 @@ pub struct Mismatch {
 }
 
 /// Per-mode result.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ModeResult {
     pub mode: Mode,
     /// Texts with identical ids.
@@ -61,7 +61,7 @@ pub struct ModeResult {
 }
 
 /// The tokenizer gate's result.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TokenizerReport {
     /// Per mode, over the gated texts.
     pub modes: Vec<ModeResult>,

@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use llama_runtime::{Context, ContextParams, Model};
 use reference::pooling::Pooling;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::corpus::{RETRIEVAL_DOCS, RETRIEVAL_QUERIES};
 
@@ -73,13 +73,15 @@ impl RefModel {
 }
 
 /// Gate 2 vectors' measurements.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct VectorReport {
     /// Texts embedded on both sides.
     pub texts: usize,
     /// Lowest cosine over the texts.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub min_cosine: f64,
     /// Mean cosine.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub mean_cosine: f64,
     /// The text with the lowest cosine.
     pub worst_text: String,
@@ -94,6 +96,7 @@ pub struct VectorReport {
     /// Pooling type llama.cpp used (llama_pooling_type).
     pub llama_pooling: i32,
     /// Mean llama.cpp time per text, ms.
+    #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub llama_ms_per_text: f64,
 }
 

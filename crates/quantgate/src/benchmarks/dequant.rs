@@ -1,4 +1,4 @@
-//! Benchmarks (commands, not timed tests): dequantization throughput of our Rust code vs ggml's
+//! `bench dequant`: dequantization throughput of our Rust code vs ggml's
 //! own `to_float`, single thread, measured side by side in one run with the arms alternated.
 
 use std::time::Instant;
@@ -95,11 +95,6 @@ pub fn encode(ty: GgmlType, x: &[f32], row: usize) -> Vec<u8> {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 /// Runs the dequantization benchmark for every type ours supports (or those in `only`, if not
 /// empty): `elements` per repetition,
 /// `reps` repetitions per arm, arms alternated (ours, ggml, ours, ggml …), single thread.
@@ -138,8 +133,8 @@ pub fn bench_dequant(
             t_ggml.push(t.elapsed().as_secs_f64());
         }
         let gb = elements as f64 * 4.0 / 1e9;
-        let ours_gbps = gb / median(t_ours);
-        let ggml_gbps = gb / median(t_ggml);
+        let ours_gbps = gb / crate::stats::median(&t_ours);
+        let ggml_gbps = gb / crate::stats::median(&t_ggml);
         let row = DequantBenchRow {
             ggml_type: ty.to_string(),
             elements,

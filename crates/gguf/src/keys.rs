@@ -1,0 +1,113 @@
+//! Every GGUF metadata key quantgate writes or checks, defined once, spelled as llama.cpp spells
+//! them (`src/llama-arch.cpp` `LLM_KV_NAMES`, gguf-py `constants.py` `Keys`). Keys that start
+//! with the architecture are templates holding `{arch}`; [`arch_key`] fills them in.
+
+/// `general.*` keys.
+pub mod general {
+    /// The architecture name, e.g. `llama`, `bert`, `qwen3` (string).
+    pub const ARCHITECTURE: &str = "general.architecture";
+    /// `model` for models (string).
+    pub const TYPE: &str = "general.type";
+    /// Human-readable model name (string).
+    pub const NAME: &str = "general.name";
+    /// llama.h `LLAMA_FTYPE_*` of the file (u32); see [`crate::LlamaFtype`].
+    pub const FILE_TYPE: &str = "general.file_type";
+    /// ggml's quantization format version, 2 since ggml's 2023 block layouts (u32).
+    pub const QUANTIZATION_VERSION: &str = "general.quantization_version";
+    /// Tensor data alignment in bytes (u32, power of two; default 32).
+    pub const ALIGNMENT: &str = "general.alignment";
+}
+
+/// `{arch}.*` hyperparameter keys (templates: pass them through [`arch_key`]).
+pub mod llm {
+    /// Layers (u32).
+    pub const BLOCK_COUNT: &str = "{arch}.block_count";
+    /// Training context length (u32).
+    pub const CONTEXT_LENGTH: &str = "{arch}.context_length";
+    /// Hidden size (u32).
+    pub const EMBEDDING_LENGTH: &str = "{arch}.embedding_length";
+    /// FFN inner size (u32).
+    pub const FEED_FORWARD_LENGTH: &str = "{arch}.feed_forward_length";
+    /// Vocabulary size (u32).
+    pub const VOCAB_SIZE: &str = "{arch}.vocab_size";
+    /// Pooling of embedding models, llama.h `LLAMA_POOLING_TYPE_*` (u32).
+    pub const POOLING_TYPE: &str = "{arch}.pooling_type";
+    /// Attention heads (u32).
+    pub const HEAD_COUNT: &str = "{arch}.attention.head_count";
+    /// Key/value heads (u32).
+    pub const HEAD_COUNT_KV: &str = "{arch}.attention.head_count_kv";
+    /// Per-head key size (u32).
+    pub const KEY_LENGTH: &str = "{arch}.attention.key_length";
+    /// Per-head value size (u32).
+    pub const VALUE_LENGTH: &str = "{arch}.attention.value_length";
+    /// LayerNorm epsilon (f32).
+    pub const LAYERNORM_EPS: &str = "{arch}.attention.layer_norm_epsilon";
+    /// RMSNorm epsilon (f32).
+    pub const LAYERNORM_RMS_EPS: &str = "{arch}.attention.layer_norm_rms_epsilon";
+    /// Whether attention is causal (bool; `false` for BERT).
+    pub const CAUSAL: &str = "{arch}.attention.causal";
+    /// RoPE base frequency (f32).
+    pub const ROPE_FREQ_BASE: &str = "{arch}.rope.freq_base";
+    /// RoPE dimensions (u32).
+    pub const ROPE_DIMENSION_COUNT: &str = "{arch}.rope.dimension_count";
+}
+
+/// `tokenizer.*` keys.
+pub mod tokenizer {
+    /// `gpt2` (BPE), `bert` (WordPiece), `llama` (SentencePiece) … (string).
+    pub const MODEL: &str = "tokenizer.ggml.model";
+    /// Pre-tokenizer name llama.cpp dispatches on, e.g. `smollm`, `qwen2` (string).
+    pub const PRE: &str = "tokenizer.ggml.pre";
+    /// Token texts (array of string).
+    pub const TOKENS: &str = "tokenizer.ggml.tokens";
+    /// llama.h `LLAMA_TOKEN_TYPE_*` per token (array of i32).
+    pub const TOKEN_TYPE: &str = "tokenizer.ggml.token_type";
+    /// BERT's segment vocabulary size (u32).
+    pub const TOKEN_TYPE_COUNT: &str = "tokenizer.ggml.token_type_count";
+    /// BPE merges, `"a b"` (array of string).
+    pub const MERGES: &str = "tokenizer.ggml.merges";
+    /// Unknown-token id (u32).
+    pub const UNKNOWN_ID: &str = "tokenizer.ggml.unknown_token_id";
+    /// Separator id (u32; llama.cpp's spelling "seperator").
+    pub const SEPARATOR_ID: &str = "tokenizer.ggml.seperator_token_id";
+    /// Padding id (u32).
+    pub const PADDING_ID: &str = "tokenizer.ggml.padding_token_id";
+    /// Whether to prepend a space (bool).
+    pub const ADD_SPACE_PREFIX: &str = "tokenizer.ggml.add_space_prefix";
+    /// Jinja chat template (string).
+    pub const CHAT_TEMPLATE: &str = "tokenizer.chat_template";
+
+    /// The id key of special token `kind` (`bos`, `eos`, `unk`, `sep`, `pad`, `cls`, `mask`,
+    /// `eot`, …): `tokenizer.ggml.{kind}_token_id`, with llama.cpp's names for unk/sep/pad.
+    pub fn special_id(kind: &str) -> String {
+        match kind {
+            "unk" => UNKNOWN_ID.into(),
+            "sep" => SEPARATOR_ID.into(),
+            "pad" => PADDING_ID.into(),
+            other => format!("tokenizer.ggml.{other}_token_id"),
+        }
+    }
+
+    /// `tokenizer.ggml.add_{kind}_token` (bool), e.g. `add_bos_token`.
+    pub fn add_token(kind: &str) -> String {
+        format!("tokenizer.ggml.add_{kind}_token")
+    }
+}
+
+/// Fills the `{arch}` of a [`llm`] template.
+pub fn arch_key(template: &str, arch: &str) -> String {
+    template.replace("{arch}", arch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_and_specials() {
+        assert_eq!(arch_key(llm::HEAD_COUNT_KV, "qwen3"), "qwen3.attention.head_count_kv");
+        assert_eq!(tokenizer::special_id("bos"), "tokenizer.ggml.bos_token_id");
+        assert_eq!(tokenizer::special_id("sep"), "tokenizer.ggml.seperator_token_id");
+        assert_eq!(tokenizer::add_token("eos"), "tokenizer.ggml.add_eos_token");
+    }
+}

@@ -1,0 +1,25 @@
+//! Benchmarks (`quantgate bench …`): commands that print figures next to the named peer's,
+//! measured side by side in one run with the arms alternated — never timed tests. Each returns
+//! typed figures; the CLI renders them.
+//!
+//! * [`dequant`]: our block dequantizers vs ggml's `to_float` (GB/s).
+//! * [`convert`]: `convert` vs llama.cpp's `convert_hf_to_gguf.py` (wall, peak RSS).
+//! * [`ppl`]: `eval ppl` vs `llama-perplexity` (tokens/s, peak RSS).
+//! * [`repack`]: MLX repack vs a plain copy conversion (MB/s of source).
+//! * [`inspect`]: `inspect` wall time on real files.
+
+pub mod convert;
+pub mod dequant;
+pub mod inspect;
+pub mod ppl;
+pub mod repack;
+
+use crate::child::Measured;
+use crate::stats::median;
+
+/// Median wall time (s) and median peak RSS (KiB) of one arm's runs.
+pub fn summarize(runs: &[Measured]) -> (f64, f64) {
+    let wall: Vec<f64> = runs.iter().map(|m| m.wall_s).collect();
+    let rss: Vec<f64> = runs.iter().map(|m| m.max_rss_kib as f64).collect();
+    (median(&wall), median(&rss))
+}

@@ -1,0 +1,202 @@
+//! The typed outcomes of `verify`: the verdict and the blockers that decide it. Serialized as
+//! the strings the reports have always carried (`GO`, `NO-GO`, `tensor-bits`, …).
+
+use serde::{Deserialize, Serialize};
+
+/// The verdict: GO iff there is no blocker.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every gate passed.
+    #[serde(rename = "GO")]
+    Go,
+    /// At least one blocker.
+    #[serde(rename = "NO-GO")]
+    NoGo,
+}
+
+impl Verdict {
+    /// GO iff `blockers` is empty.
+    pub fn from_blockers(blockers: &[Blocker]) -> Verdict {
+        if blockers.is_empty() {
+            Verdict::Go
+        } else {
+            Verdict::NoGo
+        }
+    }
+
+    /// `GO` or `NO-GO`, as printed on the last line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Go => "GO",
+            Verdict::NoGo => "NO-GO",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a blocker was raised: one code per check, stable across versions.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum BlockerCode {
+    /// Set-up: a protocol does not declare a threshold.
+    ThresholdUndeclared,
+    /// Gate 1: a metadata key the sources imply is absent.
+    MetadataMissing,
+    /// Gate 1: a metadata key differs from what the sources imply.
+    MetadataMismatch,
+    /// Gate 1: the tokenizer cannot be expressed in GGUF.
+    TokenizerInexpressible,
+    /// Gate 1: a source tensor is missing from the file.
+    TensorMissing,
+    /// Gate 1: the file holds a tensor the source does not imply.
+    TensorUnexpected,
+    /// Gate 1: a tensor's shape differs.
+    TensorShape,
+    /// Gate 1: a tensor's stored type differs from the expected one.
+    TensorType,
+    /// Gate 1: stored bytes differ from ggml's encoding of the source.
+    TensorBits,
+    /// Gate 1: an already-quantized source's metadata disagrees with its tensors.
+    SourceQuantization,
+    /// Gate 1: stored codes or d/m fields differ from the source's.
+    AffineFields,
+    /// Gate 1: stored values differ from the named formula.
+    AffineValues,
+    /// Gate 1: a declared fallback's bytes differ from its encoding.
+    FallbackBits,
+    /// Gate 2: no add_special × parse_special mode matches HF on every text.
+    TokenizerNoMode,
+    /// Gate 2: embedding cosine below the threshold.
+    VectorsCosine,
+    /// Gate 2: retrieval top-1 agreement below the threshold.
+    VectorsTop1,
+    /// Gate 2: llama.cpp pools differently from the model's declaration.
+    VectorsPooling,
+    /// Gate 2: logits could not be compared.
+    LogitsNotMeasured,
+    /// Gate 2: logits cosine below the threshold.
+    LogitsCosine,
+    /// Gate 2: argmax agreement below the threshold.
+    LogitsTop1,
+    /// Gate 2: mean KLD above the threshold.
+    LogitsKld,
+    /// Gate 3: the release folder's files cannot be hashed or are incomplete.
+    ReleaseFiles,
+    /// Gate 3: a re-measured vector differs from Gate 2's.
+    ReleaseVector,
+    /// Gate 3: re-measured top-1 retrieval differs from Gate 2's.
+    ReleaseTop1,
+    /// Gate 3: no Gate 2 measurement to compare with.
+    ReleaseNoBaseline,
+}
+
+impl BlockerCode {
+    /// The code as written in reports (`tensor-bits`, …).
+    pub fn as_str(self) -> &'static str {
+        use BlockerCode::*;
+        match self {
+            ThresholdUndeclared => "threshold-undeclared",
+            MetadataMissing => "metadata-missing",
+            MetadataMismatch => "metadata-mismatch",
+            TokenizerInexpressible => "tokenizer-inexpressible",
+            TensorMissing => "tensor-missing",
+            TensorUnexpected => "tensor-unexpected",
+            TensorShape => "tensor-shape",
+            TensorType => "tensor-type",
+            TensorBits => "tensor-bits",
+            SourceQuantization => "source-quantization",
+            AffineFields => "affine-fields",
+            AffineValues => "affine-values",
+            FallbackBits => "fallback-bits",
+            TokenizerNoMode => "tokenizer-no-mode",
+            VectorsCosine => "vectors-cosine",
+            VectorsTop1 => "vectors-top1",
+            VectorsPooling => "vectors-pooling",
+            LogitsNotMeasured => "logits-not-measured",
+            LogitsCosine => "logits-cosine",
+            LogitsTop1 => "logits-top1",
+            LogitsKld => "logits-kld",
+            ReleaseFiles => "release-files",
+            ReleaseVector => "release-vector",
+            ReleaseTop1 => "release-top1",
+            ReleaseNoBaseline => "release-no-baseline",
+        }
+    }
+}
+
+impl std::fmt::Display for BlockerCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One reason for NO-GO.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Blocker {
+    /// Gate number (0 = set-up: protocol, inputs).
+    pub gate: u8,
+    /// Stable machine-readable code.
+    pub code: BlockerCode,
+    /// The tensor, key or text concerned.
+    pub subject: String,
+    /// What was found.
+    pub detail: String,
+}
+
+impl Blocker {
+    /// A blocker of `gate` with `code` about `subject`.
+    pub fn new(gate: u8, code: BlockerCode, subject: &str, detail: String) -> Blocker {
+        Blocker {
+            gate,
+            code,
+            subject: subject.into(),
+            detail,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serialized_names_are_the_report_strings() {
+        use BlockerCode::*;
+        for c in [
+            ThresholdUndeclared,
+            MetadataMissing,
+            MetadataMismatch,
+            TokenizerInexpressible,
+            TensorMissing,
+            TensorUnexpected,
+            TensorShape,
+            TensorType,
+            TensorBits,
+            SourceQuantization,
+            AffineFields,
+            AffineValues,
+            FallbackBits,
+            TokenizerNoMode,
+            VectorsCosine,
+            VectorsTop1,
+            VectorsPooling,
+            LogitsNotMeasured,
+            LogitsCosine,
+            LogitsTop1,
+            LogitsKld,
+            ReleaseFiles,
+            ReleaseVector,
+            ReleaseTop1,
+            ReleaseNoBaseline,
+        ] {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+        }
+        assert_eq!(serde_json::to_value(Verdict::NoGo).unwrap(), "NO-GO");
+        assert_eq!(serde_json::to_value(Verdict::Go).unwrap(), "GO");
+    }
+}
