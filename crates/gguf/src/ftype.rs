@@ -62,7 +62,7 @@ impl LlamaFtype {
         Self::ALL.iter().find(|t| t.id == id).copied()
     }
 
-    /// The plain "MOSTLY_<type>" entry whose base is `ty` (`Q4_1` → 3), where one exists.
+    /// The plain `MOSTLY_<type>` entry whose base is `ty` (`Q4_1` → 3), where one exists.
     /// For K-quants this is the `_S`/plain entry llama.cpp uses for a uniform file
     /// (`Q6_K` → 18); types without an entry give `None`.
     pub fn mostly(ty: GgmlType) -> Option<LlamaFtype> {

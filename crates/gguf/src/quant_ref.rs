@@ -47,19 +47,9 @@ pub enum QuantRefError {
     },
 }
 
-/// Types [`quantize_ref`] handles.
-pub const SUPPORTED: &[GgmlType] = &[
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-];
+/// Types [`quantize_ref`] handles: the block types of [`crate::dequant::SUPPORTED`] from Q4_0
+/// to Q6_K (that list holds F32, F16, BF16 first and Q8_K last).
+pub const SUPPORTED: &[GgmlType] = crate::dequant::SUPPORTED.split_at(3).1.split_at(10).0;
 
 /// Appends to `out` the blocks of type `ty` that ggml's `ggml_quantize_chunk` (ggml.c, no
 /// imatrix, i.e. `quantize_row_*_ref` of ggml-quants.c) makes of `x`. Rows are independent
@@ -451,9 +441,9 @@ fn check_len(x: &[f32], block: usize, ty: &str) {
 
 // ------------------------------------------------------------------ 32-element blocks
 
-/// Q4_0 (layout per ggml-common.h `block_q4_0`: d f16, qs[16]; algorithm per ggml-quants.c
+/// Q4_0 (layout per ggml-common.h `block_q4_0`: d f16, `qs[16]`; algorithm per ggml-quants.c
 /// `quantize_row_q4_0_ref`): d = max/−8 with max the signed value of largest magnitude,
-/// q = min(15, int8(x·(1/d) + 8.5)); element j in the low nibble of qs[j], j+16 in the high.
+/// q = min(15, int8(x·(1/d) + 8.5)); element j in the low nibble of `qs[j]`, j+16 in the high.
 ///
 /// Panics if `x.len()` is not a multiple of 32.
 pub fn quantize_q4_0(x: &[f32], out: &mut Vec<u8>) {
@@ -473,7 +463,7 @@ pub fn quantize_q4_0(x: &[f32], out: &mut Vec<u8>) {
     }
 }
 
-/// Q4_1 (layout per ggml-common.h `block_q4_1`: d f16, m f16, qs[16]; algorithm per
+/// Q4_1 (layout per ggml-common.h `block_q4_1`: d f16, m f16, `qs[16]`; algorithm per
 /// ggml-quants.c `quantize_row_q4_1_ref`): d = (max − min)/15, m = min,
 /// q = min(15, int8((x − min)·(1/d) + 0.5)).
 ///
@@ -499,7 +489,7 @@ pub fn quantize_q4_1(x: &[f32], out: &mut Vec<u8>) {
     }
 }
 
-/// Q5_0 (layout per ggml-common.h `block_q5_0`: d f16, qh[4] (u32 LE), qs[16]; algorithm per
+/// Q5_0 (layout per ggml-common.h `block_q5_0`: d f16, `qh[4]` (u32 LE), `qs[16]`; algorithm per
 /// ggml-quants.c `quantize_row_q5_0_ref`): d = max/−16, q = min(31, int8(x·(1/d) + 16.5));
 /// low nibbles as Q4_0, bit 4 of element j in bit j of qh.
 ///
@@ -525,7 +515,7 @@ pub fn quantize_q5_0(x: &[f32], out: &mut Vec<u8>) {
     }
 }
 
-/// Q5_1 (layout per ggml-common.h `block_q5_1`: d f16, m f16, qh[4], qs[16]; algorithm per
+/// Q5_1 (layout per ggml-common.h `block_q5_1`: d f16, m f16, `qh[4]`, `qs[16]`; algorithm per
 /// ggml-quants.c `quantize_row_q5_1_ref`): d = (max − min)/31, m = min,
 /// q = uint8((x − min)·(1/d) + 0.5) (no clamp, as in ggml).
 ///
@@ -555,7 +545,7 @@ pub fn quantize_q5_1(x: &[f32], out: &mut Vec<u8>) {
     }
 }
 
-/// Q8_0 (layout per ggml-common.h `block_q8_0`: d f16, qs[32] i8; algorithm per
+/// Q8_0 (layout per ggml-common.h `block_q8_0`: d f16, `qs[32]` i8; algorithm per
 /// ggml-quants.c `quantize_row_q8_0_ref`): d = amax/127, q = int8(roundf(x·(1/d))).
 ///
 /// The final conversion is done as GCC's `cvttss2si` + low byte: when amax is subnormal, 1/d
@@ -585,8 +575,8 @@ pub fn quantize_q8_0(x: &[f32], out: &mut Vec<u8>) {
 
 // ------------------------------------------------------------------ K-quants (256 elements)
 
-/// Q2_K (layout per ggml-common.h `block_q2_K`: scales[16] (4-bit scale | 4-bit min << 4),
-/// qs[64], d f16, dmin f16; algorithm per ggml-quants.c `quantize_row_q2_K_ref`): 16
+/// Q2_K (layout per ggml-common.h `block_q2_K`: `scales[16]` (4-bit scale | 4-bit min << 4),
+/// `qs[64]`, d f16, dmin f16; algorithm per ggml-quants.c `quantize_row_q2_K_ref`): 16
 /// sub-blocks of 16 through `make_qkx2_quants(nmax 3, weights |x|, rmin −0.5, rdelta 0.1,
 /// 15 steps, MAD)`, scales and mins quantized to 4 bits against their maxima, then every
 /// element re-quantized with the stored scales.
@@ -675,7 +665,7 @@ pub fn quantize_q2_k(x: &[f32], out: &mut Vec<u8>) {
     }
 }
 
-/// Q3_K (layout per ggml-common.h `block_q3_K`: hmask[32], qs[64], scales[12] (16 six-bit
+/// Q3_K (layout per ggml-common.h `block_q3_K`: `hmask[32]`, `qs[64]`, `scales[12]` (16 six-bit
 /// scales, offset 32), d f16; algorithm per ggml-quants.c `quantize_row_q3_K_ref`): 16
 /// sub-blocks of 16 through `make_q3_quants(nmax 4, rmse)`, scales quantized to 6 bits against
 /// the one of largest magnitude (d = max/−32), then every element re-quantized.
@@ -847,10 +837,10 @@ fn quantize_kx_super_block(
     }
 }
 
-/// Q4_K (layout per ggml-common.h `block_q4_K`: d f16, dmin f16, scales[12] (eight 6-bit
-/// scale/min pairs, `get_scale_min_k4`), qs[128]; algorithm per ggml-quants.c
+/// Q4_K (layout per ggml-common.h `block_q4_K`: d f16, dmin f16, `scales[12]` (eight 6-bit
+/// scale/min pairs, `get_scale_min_k4`), `qs[128]`; algorithm per ggml-quants.c
 /// `quantize_row_q4_K_ref`): `make_qkx2_quants(nmax 15, rmin −1, rdelta 0.1, 20 steps)` per
-/// 32-element sub-block; in each 64-element chunk element l is the low nibble of qs[l],
+/// 32-element sub-block; in each 64-element chunk element l is the low nibble of `qs[l]`,
 /// element 32 + l the high one.
 ///
 /// Panics if `x.len()` is not a multiple of 256.
@@ -872,10 +862,10 @@ pub fn quantize_q4_k(x: &[f32], out: &mut Vec<u8>) {
     }
 }
 
-/// Q5_K (layout per ggml-common.h `block_q5_K`: d f16, dmin f16, scales[12], qh[32],
-/// qs[128]; algorithm per ggml-quants.c `quantize_row_q5_K_ref`): as Q4_K with
+/// Q5_K (layout per ggml-common.h `block_q5_K`: d f16, dmin f16, `scales[12]`, `qh[32]`,
+/// `qs[128]`; algorithm per ggml-quants.c `quantize_row_q5_K_ref`): as Q4_K with
 /// `make_qkx2_quants(nmax 31, rmin −0.5, rdelta 0.1, 15 steps)`; bit 4 of element 64c + l goes
-/// to bit 2c of qh[l], of element 64c + 32 + l to bit 2c + 1.
+/// to bit 2c of `qh[l]`, of element 64c + 32 + l to bit 2c + 1.
 ///
 /// Panics if `x.len()` is not a multiple of 256.
 pub fn quantize_q5_k(x: &[f32], out: &mut Vec<u8>) {
@@ -911,7 +901,7 @@ pub fn quantize_q5_k(x: &[f32], out: &mut Vec<u8>) {
     }
 }
 
-/// Q6_K (layout per ggml-common.h `block_q6_K`: ql[128], qh[64], scales[16] i8, d f16;
+/// Q6_K (layout per ggml-common.h `block_q6_K`: `ql[128]`, `qh[64]`, `scales[16]` i8, d f16;
 /// algorithm per ggml-quants.c `quantize_row_q6_K_ref`): 16 sub-blocks of 16 through
 /// `make_qx_quants(nmax 32, rmse_type 1)`, scales quantized to i8 against the one of largest
 /// magnitude (d = max/−128), then every element re-quantized to [0, 63]; a super-block whose
@@ -990,6 +980,15 @@ pub fn quantize_q6_k(x: &[f32], out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn supported_is_q4_0_to_q6_k() {
+        use GgmlType as T;
+        assert_eq!(
+            SUPPORTED,
+            [T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1, T::Q8_0, T::Q2_K, T::Q3_K, T::Q4_K, T::Q5_K, T::Q6_K]
+        );
+    }
 
     #[test]
     fn nearest_int_rounds_half_to_even() {

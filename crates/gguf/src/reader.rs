@@ -46,7 +46,7 @@ pub struct TensorInfo {
     pub name: String,
     /// Stored ggml type.
     pub ggml_type: GgmlType,
-    /// `ne[0..n_dims]` exactly as stored (ne[0] is the contiguous row length); n_dims ≤ 4.
+    /// `ne[0..n_dims]` exactly as stored (`ne[0]` is the contiguous row length); n_dims ≤ 4.
     pub dims: Vec<u64>,
     /// Offset of the data relative to the data section.
     pub offset: u64,

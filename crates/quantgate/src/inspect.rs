@@ -18,7 +18,7 @@ pub struct TensorRow {
     pub name: String,
     /// ggml type name, upper case (`Q4_K`).
     pub ggml_type: String,
-    /// `ne` as stored (ne[0] = row length).
+    /// `ne` as stored (`ne[0]` = row length).
     pub shape: Vec<u64>,
     /// Data bytes (unpadded).
     pub bytes: u64,

@@ -2,16 +2,14 @@
 //! input, settings that panicked or allocated without bound, endless reads of devices.
 //! Each must be a clear error (exit 2) naming the file, with the input untouched.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use std::path::Path;
+
 
 /// Runs quantgate with `args`; returns (exit code, stderr).
 fn qg(args: &[&str]) -> (Option<i32>, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_quantgate"))
+    let o = common::qg()
         .args(args)
         .output()
         .unwrap();
@@ -30,12 +28,12 @@ fn outputs_never_overwrite_inputs() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tmp.path().join("m.gguf");
     std::fs::copy(
-        root().join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        common::smollm2_q4_1(),
         &model,
     )
     .unwrap();
     let before = quantgate::hash::sha256_file(&model).unwrap();
-    let wiki = root().join("../shared/data/wiki.test.raw");
+    let wiki = common::wiki();
     let cases: Vec<Vec<&str>> = vec![
         vec!["quantize", s(&model), s(&model), "Q8_0"],
         vec![
@@ -86,7 +84,7 @@ fn outputs_never_overwrite_inputs() {
     // convert -o onto one of the source folder's own files.
     let hf = tmp.path().join("hf");
     std::fs::create_dir(&hf).unwrap();
-    let src = root().join(".cache/hf/all-MiniLM-L6-v2");
+    let src = common::hf("all-MiniLM-L6-v2");
     for e in std::fs::read_dir(&src).unwrap().flatten() {
         if e.path().is_file() {
             std::fs::copy(e.path(), hf.join(e.file_name())).unwrap();
@@ -102,8 +100,8 @@ fn outputs_never_overwrite_inputs() {
 
 #[test]
 fn degenerate_settings_are_usage_errors_not_panics() {
-    let model = root().join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    let wiki = root().join("../shared/data/wiki.test.raw");
+    let model = common::smollm2_q4_1();
+    let wiki = common::wiki();
     let (m, w) = (s(&model), s(&wiki));
     for (args, needle) in [
         (

@@ -2,12 +2,13 @@
 //! test binaries one after another, and one thread never waits on a barrier for a descheduled
 //! peer (CI has 2 cores; with other work beside it, 2-thread tg8 fell to 0.33 t/s).
 
-use std::path::PathBuf;
+mod common;
+
+
 
 #[test]
 fn eval_bench_reports_pp_and_tg_with_per_replicate_ratios() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let q = root.join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let q = common::smollm2_q4_1();
     // The same file twice: the ratio is about 1 (timing noise only).
     // One thread: with two, any other process on a 2-core machine makes every graph barrier
     // wait for a descheduled thread (seen in CI: tg8 at 0.3–1.3 t/s instead of ~100).

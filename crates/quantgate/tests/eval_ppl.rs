@@ -2,11 +2,13 @@
 //! wiki.test.raw, c = 512, 16 chunks, 2 threads, llama-perplexity printed
 //! `Final estimate: PPL = 29.3414 +/- 1.40787` (llama.cpp of the llama-cpp-python 0.3.36 sdist).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 
 /// Runs `quantgate eval MODE MODEL -f FILE EXTRA…`, asserts exit 0 and returns stdout.
 fn eval_cli(mode: &str, model: &Path, file: &Path, extra: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_quantgate"))
+    let out = common::qg()
         .args(["eval", mode])
         .arg(model)
         .arg("-f")
@@ -26,10 +28,9 @@ fn eval_cli(mode: &str, model: &Path, file: &Path, extra: &[&str]) -> String {
 
 #[test]
 fn ppl_matches_llama_perplexity_on_the_pinned_inputs() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let model = root.join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let model = common::smollm2_q4_1();
     assert!(model.exists(), "run scripts/fetch-models.sh first");
-    let wiki = root.join("../shared/data/wiki.test.raw");
+    let wiki = common::wiki();
     let stdout = eval_cli(
         "ppl",
         &model,
@@ -60,9 +61,8 @@ fn nll_is_the_log_softmax_of_the_target() {
 /// file; all 100 rows of `eval hellaswag` were identical in that run.
 #[test]
 fn hellaswag_first_100_tasks_match_llama_perplexity() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let model = root.join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    let tasks = root.join(".cache/data/hellaswag_val_full.txt");
+    let model = common::smollm2_q4_1();
+    let tasks = common::hellaswag_tasks();
     assert!(tasks.exists(), "run scripts/fetch-models.sh first");
     let stdout = eval_cli(
         "hellaswag",
@@ -86,16 +86,15 @@ fn hellaswag_first_100_tasks_match_llama_perplexity() {
 /// output folder holds nothing — neither the final file nor the temp file.
 #[test]
 fn sigint_during_kld_base_leaves_no_output() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let model = root.join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let model = common::smollm2_q4_1();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("base.logits");
     let json = dir.path().join("base.json");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_quantgate"))
+    let mut child = common::qg()
         .args(["eval", "kld-base"])
         .arg(&model)
         .arg("-f")
-        .arg(root.join("../shared/data/wiki.test.raw"))
+        .arg(common::wiki())
         .args(["-c", "512", "--chunks", "200", "-t", "2", "--out"])
         .arg(&out)
         .arg("--json")
@@ -137,14 +136,13 @@ fn sigint_during_kld_base_leaves_no_output() {
 /// `--json` writes the record: result next to settings, load time, peak RSS, file bytes.
 #[test]
 fn ppl_json_record_carries_settings_and_costs() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let model = root.join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let model = common::smollm2_q4_1();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("ppl.json");
     let stdout = eval_cli(
         "ppl",
         &model,
-        &root.join("../shared/data/wiki.test.raw"),
+        &common::wiki(),
         &[
             "-c",
             "128",

@@ -3,6 +3,8 @@
 //! seeded Gaussian rows, outliers, zero / constant / subnormal / huge / grid-valued blocks,
 //! non-finite values, and real weights (tensors of the fetched GGUF files, dequantized).
 
+mod common;
+
 use gguf::quant_ref::{self, quantize_ref_to_vec};
 use gguf::{dequant, GgmlType, Gguf};
 use quantgate::benchmarks::dequant::gaussian;
@@ -196,7 +198,7 @@ fn non_finite_values_match_ggml() {
 /// many exact ties).
 #[test]
 fn real_weights_match_ggml() {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/models");
+    let dir = common::repo().join(".cache/models");
     let files = [
         "gemma-3-270m-q4_k_m.gguf",
         "SmolLM2-135M-Instruct.Q4_1.gguf",

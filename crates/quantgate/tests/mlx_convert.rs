@@ -5,25 +5,15 @@
 //! with a blocker naming the tensor; llama.cpp's PPL of the Q4_1 file sits next to the
 //! reference's PPL of mlx-lm's own dequantized model.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use quantgate::convert::{self, mlx::Fallback, ConvertOptions, OutType};
-use quantgate::verify::{self, BlockerCode, Verdict, VerifyOptions, VerifyReport};
+use quantgate::verify::{BlockerCode, Verdict, VerifyReport};
 
 fn hf(name: &str) -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../.cache/hf")
-        .join(format!("SmolLM2-135M-Instruct-mlx-{name}"));
-    assert!(
-        p.exists(),
-        "{}: run scripts/build-mlx-fixtures.sh",
-        p.display()
-    );
-    p
-}
-
-fn protocol() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../protocols/ci.toml")
+    common::hf(&format!("SmolLM2-135M-Instruct-mlx-{name}"))
 }
 
 fn convert_to(
@@ -43,15 +33,7 @@ fn convert_to(
 }
 
 fn verify_with(dir: &Path, gguf: &Path) -> VerifyReport {
-    verify::verify(&VerifyOptions {
-        hf_dir: dir.to_path_buf(),
-        gguf: gguf.to_path_buf(),
-        texts: None,
-        protocol: Some(protocol()),
-        release: None,
-        threads: 2,
-    })
-    .unwrap()
+    common::verify_with(dir, gguf, Some(common::protocol("ci.toml")))
 }
 
 #[test]
@@ -295,8 +277,8 @@ fn llama_cpp_ppl_of_q4_1_sits_next_to_the_reference_ppl_of_mlx_dequantized() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("q4.gguf");
     convert_to(&hf("q4-g64"), &out, None).unwrap();
-    let wiki = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/wiki.test.raw");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_quantgate"))
+    let wiki = common::wiki();
+    let o = common::qg()
         .args(["eval", "ppl"])
         .arg(&out)
         .arg("-f")

@@ -1,10 +1,12 @@
 //! `protocol check`: the shipped protocols are valid, and each kind of defect is refused with
 //! the field named.
 
+mod common;
+
 use std::path::PathBuf;
 
 fn protocols() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../protocols")
+    common::repo().join("protocols")
 }
 
 /// Loads protocols/ci.toml with `edit` applied, written next to the original (so relative
@@ -57,7 +59,7 @@ fn shipped_protocols_are_valid_and_differ_only_in_budget() {
         replicates: 5
     }));
     // The CLI prints the freeze id.
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_quantgate"))
+    let o = common::qg()
         .args(["protocol", "check"])
         .arg(protocols().join("ci.toml"))
         .output()

@@ -3,23 +3,14 @@
 //! hash aborts before any step; SIGTERM mid-step leaves a failed receipt naming the step;
 //! analyze flags a missing quantity and a 3% change, and refuses runs of different protocols.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
 
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn qg() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_quantgate"))
-}
-
-fn json(p: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
-        .unwrap()
-}
+use common::{json, qg, repo as root};
 
 /// The CI protocol rewritten with absolute input paths (so the copy can live in a temp dir),
 /// with `edit` applied to its text.

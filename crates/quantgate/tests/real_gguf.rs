@@ -2,8 +2,10 @@
 //! every tensor bit-identical to ggml's to_float, byte-identical round trip, hostile
 //! mutations of the real header, and the CLI's exit codes.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::Command;
+
 
 use gguf::{Gguf, Header};
 use quantgate::{check_dequant, hash};
@@ -30,21 +32,9 @@ const MODELS: &[Model] = &[
     },
 ];
 
-fn models_dir() -> PathBuf {
-    match std::env::var_os("QUANTGATE_MODELS") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/models"),
-    }
-}
 
 fn path(m: &Model) -> PathBuf {
-    let p = models_dir().join(m.file);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models.sh first (or set QUANTGATE_MODELS)",
-        p.display()
-    );
-    p
+    common::model(m.file)
 }
 
 #[test]
@@ -171,7 +161,7 @@ fn hostile_mutations_of_a_real_file_are_clear_errors() {
         assert!(e.contains(want), "{what}: {e}");
         assert!(e.contains("bad.gguf"), "{what}: error names the file: {e}");
         // The CLI reports it on stderr with exit status 2, never a panic.
-        let out = Command::new(env!("CARGO_BIN_EXE_quantgate"))
+        let out = common::qg()
             .args(["inspect", p.to_str().unwrap()])
             .output()
             .unwrap();
@@ -188,7 +178,7 @@ fn hostile_mutations_of_a_real_file_are_clear_errors() {
 #[test]
 fn cli_inspect_check_dequant_exits_0_and_reports_counts() {
     for m in MODELS {
-        let out = Command::new(env!("CARGO_BIN_EXE_quantgate"))
+        let out = common::qg()
             .args(["inspect", "--check-dequant", path(m).to_str().unwrap()])
             .output()
             .unwrap();
@@ -199,7 +189,7 @@ fn cli_inspect_check_dequant_exits_0_and_reports_counts() {
         assert!(stdout.contains(&format!("sha256:        {}", m.sha256)));
         assert!(stdout.contains("runtime: llama-cpp-sys-2 =0.1.161 (ggml 0.26.0"));
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_quantgate"))
+    let out = common::qg()
         .args(["inspect", "--json", path(&MODELS[1]).to_str().unwrap()])
         .output()
         .unwrap();

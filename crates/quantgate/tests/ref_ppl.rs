@@ -1,7 +1,9 @@
 //! Reference perplexity (candle decoder on the HF folder, `eval::ref_ppl`) agrees with
 //! llama.cpp's perplexity of an F16 GGUF converted from the same folder, over the same chunks.
 
-use std::path::PathBuf;
+mod common;
+
+
 
 use quantgate::convert::{self, ConvertOptions, OutType};
 use quantgate::eval::ppl::{self, PplParams};
@@ -9,13 +11,12 @@ use quantgate::eval::ref_ppl::reference_perplexity;
 
 #[test]
 fn reference_ppl_matches_llama_cpp_on_f16() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let hf = root.join(".cache/hf/SmolLM2-135M-Instruct");
+    let hf = common::hf("SmolLM2-135M-Instruct");
     assert!(
         hf.join(".complete").exists(),
         "run scripts/build-smollm2-fixture.sh first"
     );
-    let text = ppl::read_text(&root.join("../shared/data/wiki.test.raw")).unwrap();
+    let text = ppl::read_text(&common::wiki()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let gguf = dir.path().join("smollm2-f16.gguf");
     convert::convert(

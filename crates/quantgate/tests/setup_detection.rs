@@ -3,11 +3,13 @@
 //! `libclang-cpp.so.14` (the C++ API library, shipped with llvm) for the C library bindgen
 //! loads, skipped `libclang-dev`, and the llama-cpp-sys-2 build failed on a fresh machine.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::process::Command;
 
 fn setup_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/setup.sh")
+    common::repo().join("scripts/setup.sh")
 }
 
 /// Makes a fake root holding the given files (relative paths), runs `setup.sh --check` on it

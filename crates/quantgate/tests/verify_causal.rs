@@ -2,6 +2,8 @@
 //! scripts/build-smollm2-fixture.sh from real parts) → F16 GGUF with llama's Q/K permutation →
 //! verify GO, with per-position logits compared against the candle reference.
 
+mod common;
+
 use std::path::PathBuf;
 
 use quantgate::convert::{self, ConvertOptions, OutType};
@@ -10,7 +12,7 @@ use quantgate::verify::{self, BlockerCode, Verdict, VerifyOptions};
 #[test]
 fn smollm2_fixture_to_f16_verifies_go_with_logits() {
     let hf =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/hf/SmolLM2-135M-Instruct");
+        common::hf("SmolLM2-135M-Instruct");
     assert!(
         hf.join(".complete").exists(),
         "run scripts/build-smollm2-fixture.sh first"
@@ -118,7 +120,7 @@ fn qk_permutation_moves_rotate_half_rows_to_adjacent_pairs() {
 #[test]
 fn quantize_q4_k_m_and_q8_0_load_in_llama_cpp_and_report_fallbacks() {
     let hf =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/hf/SmolLM2-135M-Instruct");
+        common::hf("SmolLM2-135M-Instruct");
     let dir = tempfile::tempdir().unwrap();
     let f16 = convert_f16(&hf, dir.path());
     for (ty, base) in [("Q4_K_M", "Q4_K"), ("Q8_0", "Q8_0")] {
@@ -192,8 +194,8 @@ fn quantize_q4_k_m_and_q8_0_load_in_llama_cpp_and_report_fallbacks() {
 #[test]
 fn kld_of_f16_against_itself_is_zero_and_q4_k_m_is_not() {
     let hf =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/hf/SmolLM2-135M-Instruct");
-    let wiki = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/wiki.test.raw");
+        common::hf("SmolLM2-135M-Instruct");
+    let wiki = common::wiki();
     let dir = tempfile::tempdir().unwrap();
     let f16 = convert_f16(&hf, dir.path());
     let q4 = dir.path().join("q4_k_m.gguf");
@@ -247,15 +249,6 @@ fn kld_records_round_trip_within_half_a_step() {
 /// Converts `hf` to `DIR/f16.gguf` (F16) and returns the path.
 fn convert_f16(hf: &std::path::Path, dir: &std::path::Path) -> PathBuf {
     let f16 = dir.join("f16.gguf");
-    convert::convert(
-        hf,
-        &f16,
-        &ConvertOptions {
-            outtype: OutType::F16,
-            vocab_only: false,
-            fallback: None,
-        },
-    )
-    .unwrap();
+    common::convert_to(hf, &f16, OutType::F16, false);
     f16
 }

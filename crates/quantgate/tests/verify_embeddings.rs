@@ -3,58 +3,22 @@
 //! of every tokenizer fixture matching HF ids in llama.cpp on the built-in corpus plus every
 //! line of wiki.test.raw, and broken GGUFs that must give NO-GO with the right blocker.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use gguf::{Gguf, GgufWriter, TensorData, TensorEntry, Value};
-use quantgate::convert::{self, ConvertOptions, OutType};
-use quantgate::verify::{self, BlockerCode, Verdict, VerifyOptions, VerifyReport};
+use quantgate::convert::{self, OutType};
+use quantgate::verify::{self, BlockerCode, Verdict, VerifyReport};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use common::{convert_to, fixtures_hf as fixtures};
 
 fn minilm() -> PathBuf {
-    let p = repo().join(".cache/hf/all-MiniLM-L6-v2");
-    assert!(
-        p.join("model.safetensors").exists(),
-        "{} missing: run scripts/fetch-models.sh",
-        p.display()
-    );
-    p
-}
-
-fn fixtures() -> PathBuf {
-    repo().join("../shared/fixtures/hf")
-}
-
-fn convert_to(
-    dir: &Path,
-    out: &Path,
-    outtype: OutType,
-    vocab_only: bool,
-) -> convert::ConvertReport {
-    convert::convert(
-        dir,
-        out,
-        &ConvertOptions {
-            outtype,
-            vocab_only,
-            fallback: None,
-        },
-    )
-    .unwrap()
+    common::hf("all-MiniLM-L6-v2")
 }
 
 fn run_verify(hf: &Path, gguf: &Path, protocol: Option<PathBuf>) -> VerifyReport {
-    verify::verify(&VerifyOptions {
-        hf_dir: hf.into(),
-        gguf: gguf.into(),
-        texts: None,
-        protocol,
-        release: None,
-        threads: 2,
-    })
-    .unwrap()
+    common::verify_with(hf, gguf, protocol)
 }
 
 #[test]
@@ -88,7 +52,7 @@ fn minilm_f32_f16_q8_0_verify_go() {
 #[test]
 fn vocab_only_conversions_of_every_fixture_match_hf_ids() {
     let dir = tempfile::tempdir().unwrap();
-    let wiki = repo().join("../shared/data/wiki.test.raw");
+    let wiki = common::wiki();
     let lines: Vec<String> = std::fs::read_to_string(&wiki)
         .unwrap()
         .lines()
@@ -339,7 +303,7 @@ fn gate3_hashes_the_release_and_cli_prints_go_last() {
     convert_to(&minilm(), &out, OutType::F16, false);
     std::fs::write(rel.join("README.md"), "release notes\n").unwrap();
     let report = dir.path().join("report");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_quantgate"))
+    let o = common::qg()
         .args(["verify", "--hf"])
         .arg(minilm())
         .arg("--gguf")
@@ -378,7 +342,7 @@ fn convert_peak_rss_is_bounded_by_the_largest_tensor_not_the_model() {
     // Each conversion in a child process of its own: its peak RSS is its own (wait4).
     let dir = tempfile::tempdir().unwrap();
     let run = |extra: &[&str]| {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_quantgate"));
+        let mut cmd = common::qg();
         cmd.arg("convert")
             .arg(minilm())
             .arg("-o")

@@ -91,7 +91,37 @@ impl HfDir {
         Ok(h)
     }
 
+    /// Reads every shard's header into `tensors`, in checkpoint order, and keeps the shards open.
     fn load_safetensors(&mut self) -> Result<()> {
+        let names = self.shard_names()?;
+        let mut seen = HashMap::new();
+        for (fi, name) in names.iter().enumerate() {
+            let path = self.dir.join(name);
+            let file = File::open(&path)
+                .with_context(|| format!("{}: cannot open shard", path.display()))?;
+            let file_len = file.metadata()?.len() as usize;
+            let (entries, base) = read_header(&path, &file, file_len)?;
+            let mut list: Vec<SourceTensor> = Vec::new();
+            for (tname, info) in &entries {
+                if tname == "__metadata__" {
+                    continue;
+                }
+                let t = header_entry(&path, tname, info, base, file_len, fi)?;
+                if let Some(prev) = seen.insert(tname.clone(), name.clone()) {
+                    bail!("tensor {tname:?} appears in both {prev} and {name}");
+                }
+                list.push(t);
+            }
+            list.sort_by_key(|t| t.start);
+            self.tensors.extend(list);
+            self.files.push((path, file));
+        }
+        Ok(())
+    }
+
+    /// The shard file names, sorted and deduplicated: from the index's weight map, or the
+    /// single `model.safetensors`.
+    fn shard_names(&self) -> Result<Vec<String>> {
         let index = self.dir.join("model.safetensors.index.json");
         let mut names: Vec<String> = if index.exists() {
             let v = read_json(&index)?;
@@ -114,99 +144,7 @@ impl HfDir {
         };
         names.sort();
         names.dedup();
-        let mut seen = HashMap::new();
-        for (fi, name) in names.iter().enumerate() {
-            let path = self.dir.join(name);
-            let file = File::open(&path)
-                .with_context(|| format!("{}: cannot open shard", path.display()))?;
-            let file_len = file.metadata()?.len() as usize;
-            // The header: u64 length, then that much JSON (capped as the safetensors crate does).
-            let mut len8 = [0u8; 8];
-            file.read_exact_at(&mut len8, 0).with_context(|| {
-                format!("{}: truncated safetensors header length", path.display())
-            })?;
-            let n = u64::from_le_bytes(len8);
-            if n > 100_000_000 || 8 + n as usize > file_len {
-                bail!(
-                    "{}: safetensors header length {n} is invalid for a {file_len}-byte file",
-                    path.display()
-                );
-            }
-            let mut head = vec![0u8; 8 + n as usize];
-            file.read_exact_at(&mut head, 0)?;
-            let header: Value = serde_json::from_slice(&head[8..]).with_context(|| {
-                format!("{}: safetensors header is not valid JSON", path.display())
-            })?;
-            let entries = header.as_object().ok_or_else(|| {
-                anyhow!(
-                    "{}: safetensors header is not a JSON object",
-                    path.display()
-                )
-            })?;
-            let base = 8 + n as usize;
-            let mut list: Vec<SourceTensor> = Vec::new();
-            for (tname, info) in entries {
-                if tname == "__metadata__" {
-                    continue;
-                }
-                let bad = |what: &str| anyhow!("{}: tensor {tname:?}: {what}", path.display());
-                let (dtype, width) = match info["dtype"].as_str() {
-                    Some("F32") => (SourceDtype::F32, 4),
-                    Some("F16") => (SourceDtype::F16, 2),
-                    Some("BF16") => (SourceDtype::BF16, 2),
-                    Some("U32") => (SourceDtype::U32, 4),
-                    Some(_) => (SourceDtype::Other, 0),
-                    None => return Err(bad("field dtype missing")),
-                };
-                let shape: Vec<usize> = info["shape"]
-                    .as_array()
-                    .ok_or_else(|| bad("field shape missing"))?
-                    .iter()
-                    .map(|d| {
-                        d.as_u64()
-                            .map(|d| d as usize)
-                            .ok_or_else(|| bad("shape holds a non-integer"))
-                    })
-                    .collect::<Result<_>>()?;
-                let offs = info["data_offsets"]
-                    .as_array()
-                    .ok_or_else(|| bad("field data_offsets missing"))?;
-                let (s, e) = match (
-                    offs.first().and_then(|v| v.as_u64()),
-                    offs.get(1).and_then(|v| v.as_u64()),
-                ) {
-                    (Some(s), Some(e)) if offs.len() == 2 && s <= e => (s as usize, e as usize),
-                    _ => return Err(bad("data_offsets is not [start, end] with start <= end")),
-                };
-                if base.checked_add(e).is_none_or(|end| end > file_len) {
-                    return Err(bad(&format!(
-                        "data_offsets end {e} is beyond the file ({file_len} bytes)"
-                    )));
-                }
-                let n_el = shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d));
-                if width > 0 && n_el.and_then(|n| n.checked_mul(width)) != Some(e - s) {
-                    return Err(bad(&format!(
-                        "shape {shape:?} × {width} bytes does not equal data_offsets length {}",
-                        e - s
-                    )));
-                }
-                if let Some(prev) = seen.insert(tname.clone(), name.clone()) {
-                    bail!("tensor {tname:?} appears in both {prev} and {name}");
-                }
-                list.push(SourceTensor {
-                    name: tname.clone(),
-                    dtype,
-                    shape,
-                    file: fi,
-                    start: base + s,
-                    end: base + e,
-                });
-            }
-            list.sort_by_key(|t| t.start);
-            self.tensors.extend(list);
-            self.files.push((path, file));
-        }
-        Ok(())
+        Ok(names)
     }
 
     /// The stored bytes of `t`, read from its shard.
@@ -259,4 +197,96 @@ impl HfDir {
             .as_f64()
             .or_else(|| self.config["text_config"][key].as_f64())
     }
+}
+
+/// Reads a shard's safetensors header: its entries and the offset where tensor data begins.
+fn read_header(
+    path: &Path,
+    file: &File,
+    file_len: usize,
+) -> Result<(serde_json::Map<String, Value>, usize)> {
+    // The header: u64 length, then that much JSON (capped as the safetensors crate does).
+    let mut len8 = [0u8; 8];
+    file.read_exact_at(&mut len8, 0)
+        .with_context(|| format!("{}: truncated safetensors header length", path.display()))?;
+    let n = u64::from_le_bytes(len8);
+    if n > 100_000_000 || 8 + n as usize > file_len {
+        bail!(
+            "{}: safetensors header length {n} is invalid for a {file_len}-byte file",
+            path.display()
+        );
+    }
+    let mut head = vec![0u8; 8 + n as usize];
+    file.read_exact_at(&mut head, 0)?;
+    let header: Value = serde_json::from_slice(&head[8..])
+        .with_context(|| format!("{}: safetensors header is not valid JSON", path.display()))?;
+    let Value::Object(entries) = header else {
+        return Err(anyhow!(
+            "{}: safetensors header is not a JSON object",
+            path.display()
+        ));
+    };
+    let base = 8 + n as usize;
+    Ok((entries, base))
+}
+
+/// One header entry as a tensor of shard `fi`, its dtype, shape and offsets checked against
+/// each other and the file.
+fn header_entry(
+    path: &Path,
+    tname: &str,
+    info: &Value,
+    base: usize,
+    file_len: usize,
+    fi: usize,
+) -> Result<SourceTensor> {
+    let bad = |what: &str| anyhow!("{}: tensor {tname:?}: {what}", path.display());
+    let (dtype, width) = match info["dtype"].as_str() {
+        Some("F32") => (SourceDtype::F32, 4),
+        Some("F16") => (SourceDtype::F16, 2),
+        Some("BF16") => (SourceDtype::BF16, 2),
+        Some("U32") => (SourceDtype::U32, 4),
+        Some(_) => (SourceDtype::Other, 0),
+        None => return Err(bad("field dtype missing")),
+    };
+    let shape: Vec<usize> = info["shape"]
+        .as_array()
+        .ok_or_else(|| bad("field shape missing"))?
+        .iter()
+        .map(|d| {
+            d.as_u64()
+                .map(|d| d as usize)
+                .ok_or_else(|| bad("shape holds a non-integer"))
+        })
+        .collect::<Result<_>>()?;
+    let offs = info["data_offsets"]
+        .as_array()
+        .ok_or_else(|| bad("field data_offsets missing"))?;
+    let (s, e) = match (
+        offs.first().and_then(|v| v.as_u64()),
+        offs.get(1).and_then(|v| v.as_u64()),
+    ) {
+        (Some(s), Some(e)) if offs.len() == 2 && s <= e => (s as usize, e as usize),
+        _ => return Err(bad("data_offsets is not [start, end] with start <= end")),
+    };
+    if base.checked_add(e).is_none_or(|end| end > file_len) {
+        return Err(bad(&format!(
+            "data_offsets end {e} is beyond the file ({file_len} bytes)"
+        )));
+    }
+    let n_el = shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d));
+    if width > 0 && n_el.and_then(|n| n.checked_mul(width)) != Some(e - s) {
+        return Err(bad(&format!(
+            "shape {shape:?} × {width} bytes does not equal data_offsets length {}",
+            e - s
+        )));
+    }
+    Ok(SourceTensor {
+        name: tname.to_string(),
+        dtype,
+        shape,
+        file: fi,
+        start: base + s,
+        end: base + e,
+    })
 }

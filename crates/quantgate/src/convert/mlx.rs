@@ -13,7 +13,7 @@ use anyhow::{anyhow, bail, Result};
 use gguf::GgmlType;
 use serde::Serialize;
 
-use super::hf::{HfDir, SourceDtype};
+use super::hf::{HfDir, SourceDtype, SourceTensor};
 
 /// Bits and group size of one quantized module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -198,18 +198,9 @@ pub fn find(hf: &HfDir, qc: &QuantConfig) -> (Vec<AffineTensor>, Vec<(String, St
         if !packed && scales.is_none() && biases.is_none() {
             continue;
         }
-        let mut block = |msg: String| blockers.push((format!("{module}.weight"), msg));
-        let Some(affine) = qc.of(module) else {
-            block(format!("stored as packed/quantized ({:?}) but config.json quantization leaves {module} unquantized", t.dtype));
+        let Some(affine) = module_affine(qc, t, module, packed, &mut blockers) else {
             continue;
         };
-        if !packed {
-            block(format!(
-                "config.json quantizes {module} ({} bits) but its weight is {:?}, not U32 codes",
-                affine.bits, t.dtype
-            ));
-            continue;
-        }
         let (Some(si), Some(bi)) = (scales, biases) else {
             let missing = if scales.is_none() { "scales" } else { "biases" };
             blockers.push((
@@ -218,60 +209,11 @@ pub fn find(hf: &HfDir, qc: &QuantConfig) -> (Vec<AffineTensor>, Vec<(String, St
             ));
             continue;
         };
-        if t.shape.len() != 2 {
-            block(format!(
-                "codes have shape {:?}, expected 2-D [out, in·bits/32]",
-                t.shape
-            ));
-            continue;
-        }
-        let (rows, words) = (t.shape[0], t.shape[1]);
-        if rows == 0 || words == 0 {
-            block(format!("codes have shape {:?}: an empty module", t.shape));
-            continue;
-        }
-        let inn = words * 32 / affine.bits as usize;
-        let Some(expected_in) = expected_inputs(hf, module) else {
-            block(
-                "config.json does not say this module's input size; cannot check its shapes".into(),
-            );
+        let Some((rows, inn)) = code_dims(hf, t, module, affine, &mut blockers) else {
             continue;
         };
-        if words * 32 % affine.bits as usize != 0 || inn != expected_in {
-            block(format!(
-                "config.json says {} bits, group {}: {words} U32 words per row hold {} codes, but the module has {expected_in} inputs",
-                affine.bits, affine.group, words as f64 * 32.0 / affine.bits as f64
-            ));
-            continue;
-        }
-        if !inn.is_multiple_of(affine.group) {
-            block(format!(
-                "{inn} inputs are not a multiple of group {}",
-                affine.group
-            ));
-            continue;
-        }
         let want = vec![rows, inn / affine.group];
-        for (ti, what) in [(si, "scales"), (bi, "biases")] {
-            let s = &hf.tensors[ti];
-            if s.shape != want {
-                blockers.push((
-                    format!("{module}.{what}"),
-                    format!(
-                        "shape {:?}, expected {want:?} ([out, in/group] for {} bits, group {})",
-                        s.shape, affine.bits, affine.group
-                    ),
-                ));
-            } else if !matches!(
-                s.dtype,
-                SourceDtype::F32 | SourceDtype::F16 | SourceDtype::BF16
-            ) {
-                blockers.push((
-                    format!("{module}.{what}"),
-                    format!("dtype {:?}, expected F32/F16/BF16", s.dtype),
-                ));
-            }
-        }
+        check_scales_biases(hf, module, [si, bi], &want, affine, &mut blockers);
         if blockers
             .iter()
             .any(|(n, _)| n.starts_with(module) && n[module.len()..].starts_with('.'))
@@ -289,6 +231,116 @@ pub fn find(hf: &HfDir, qc: &QuantConfig) -> (Vec<AffineTensor>, Vec<(String, St
         });
     }
     // Scales or biases whose module has no weight.
+    orphan_scales_biases(hf, &idx, &mut blockers);
+    (out, blockers)
+}
+
+/// The bits/group of `module`'s packed weight `t`, or a blocker when config.json and the dtype
+/// disagree about it being quantized.
+fn module_affine(
+    qc: &QuantConfig,
+    t: &SourceTensor,
+    module: &str,
+    packed: bool,
+    blockers: &mut Vec<(String, String)>,
+) -> Option<Affine> {
+    let mut block = |msg: String| blockers.push((format!("{module}.weight"), msg));
+    let Some(affine) = qc.of(module) else {
+        block(format!("stored as packed/quantized ({:?}) but config.json quantization leaves {module} unquantized", t.dtype));
+        return None;
+    };
+    if !packed {
+        block(format!(
+            "config.json quantizes {module} ({} bits) but its weight is {:?}, not U32 codes",
+            affine.bits, t.dtype
+        ));
+        return None;
+    }
+    Some(affine)
+}
+
+/// Rows and inputs per row of the codes `t`, or a blocker when their shape disagrees with
+/// config.json.
+fn code_dims(
+    hf: &HfDir,
+    t: &SourceTensor,
+    module: &str,
+    affine: Affine,
+    blockers: &mut Vec<(String, String)>,
+) -> Option<(usize, usize)> {
+    let mut block = |msg: String| blockers.push((format!("{module}.weight"), msg));
+    if t.shape.len() != 2 {
+        block(format!(
+            "codes have shape {:?}, expected 2-D [out, in·bits/32]",
+            t.shape
+        ));
+        return None;
+    }
+    let (rows, words) = (t.shape[0], t.shape[1]);
+    if rows == 0 || words == 0 {
+        block(format!("codes have shape {:?}: an empty module", t.shape));
+        return None;
+    }
+    let inn = words * 32 / affine.bits as usize;
+    let Some(expected_in) = expected_inputs(hf, module) else {
+        block("config.json does not say this module's input size; cannot check its shapes".into());
+        return None;
+    };
+    if words * 32 % affine.bits as usize != 0 || inn != expected_in {
+        block(format!(
+            "config.json says {} bits, group {}: {words} U32 words per row hold {} codes, but the module has {expected_in} inputs",
+            affine.bits, affine.group, words as f64 * 32.0 / affine.bits as f64
+        ));
+        return None;
+    }
+    if !inn.is_multiple_of(affine.group) {
+        block(format!(
+            "{inn} inputs are not a multiple of group {}",
+            affine.group
+        ));
+        return None;
+    }
+    Some((rows, inn))
+}
+
+/// Blockers for a module's scales or biases (indices `[si, bi]`) whose shape is not `want` or
+/// whose dtype is not a float.
+fn check_scales_biases(
+    hf: &HfDir,
+    module: &str,
+    [si, bi]: [usize; 2],
+    want: &[usize],
+    affine: Affine,
+    blockers: &mut Vec<(String, String)>,
+) {
+    for (ti, what) in [(si, "scales"), (bi, "biases")] {
+        let s = &hf.tensors[ti];
+        if s.shape != want {
+            blockers.push((
+                format!("{module}.{what}"),
+                format!(
+                    "shape {:?}, expected {want:?} ([out, in/group] for {} bits, group {})",
+                    s.shape, affine.bits, affine.group
+                ),
+            ));
+        } else if !matches!(
+            s.dtype,
+            SourceDtype::F32 | SourceDtype::F16 | SourceDtype::BF16
+        ) {
+            blockers.push((
+                format!("{module}.{what}"),
+                format!("dtype {:?}, expected F32/F16/BF16", s.dtype),
+            ));
+        }
+    }
+}
+
+/// Blockers for scales or biases whose module has no weight.
+fn orphan_scales_biases(
+    hf: &HfDir,
+    idx: &HashMap<&str, usize>,
+    blockers: &mut Vec<(String, String)>,
+) {
     for t in &hf.tensors {
         for suffix in [".scales", ".biases"] {
             if let Some(module) = t.name.strip_suffix(suffix) {
@@ -301,11 +353,13 @@ pub fn find(hf: &HfDir, qc: &QuantConfig) -> (Vec<AffineTensor>, Vec<(String, St
             }
         }
     }
-    (out, blockers)
 }
 
 /// Codes of `rows × inn` values packed `bits` wide, each row's U32 words read as one
 /// little-endian bit stream (code i at bits i·bits …), per docs/mlx-layout.md.
+///
+/// The writer's unpacker. `verify::gate1_affine` has its own on purpose: the verifier never
+/// reuses the converter's encoding path.
 pub fn unpack_codes(words: &[u32], rows: usize, inn: usize, bits: u32) -> Vec<u8> {
     let per_row = words.len() / rows.max(1);
     let mask = (1u64 << bits) - 1;

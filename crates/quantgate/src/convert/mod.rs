@@ -223,22 +223,7 @@ pub fn plan(
             bail!("two source tensors map to {}", m.gguf);
         }
         let ne: Vec<u64> = t.shape.iter().rev().map(|d| *d as u64).collect();
-        let (ty, rule) = if arch::keep_f32(&m.gguf, ne.len(), m.force_f32) {
-            (
-                GgmlType::F32,
-                "kept F32 (1-D, norm, bias or forced)".to_string(),
-            )
-        } else if outtype == OutType::Q8_0 && !ne[0].is_multiple_of(32) {
-            (
-                GgmlType::F16,
-                format!(
-                    "Q8_0 fallback to F16: row length {} not a multiple of 32",
-                    ne[0]
-                ),
-            )
-        } else {
-            (outtype.ggml(), String::new())
-        };
+        let (ty, rule) = storage_rule(&m, &ne, outtype);
         let permute_heads = permute_heads(hf, arch, &m.gguf);
         out.push((
             i,
@@ -253,6 +238,26 @@ pub fn plan(
         ));
     }
     Ok(out)
+}
+
+/// The stored type of a float tensor and why it differs from `outtype` (empty if it does not).
+fn storage_rule(m: &arch::Mapped, ne: &[u64], outtype: OutType) -> (GgmlType, String) {
+    if arch::keep_f32(&m.gguf, ne.len(), m.force_f32) {
+        (
+            GgmlType::F32,
+            "kept F32 (1-D, norm, bias or forced)".to_string(),
+        )
+    } else if outtype == OutType::Q8_0 && !ne[0].is_multiple_of(32) {
+        (
+            GgmlType::F16,
+            format!(
+                "Q8_0 fallback to F16: row length {} not a multiple of 32",
+                ne[0]
+            ),
+        )
+    } else {
+        (outtype.ggml(), String::new())
+    }
 }
 
 /// The head count for llama's Q/K permutation of `gguf_name`, if it needs one
@@ -329,27 +334,13 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
     crate::paths::ensure_output_distinct(out, &refs)?;
     let hf = HfDir::open(dir, !opts.vocab_only)?;
     let arch = arch_of(&hf)?;
-    let mlx_plan = match mlx::QuantConfig::from_config(&hf.config)
-        .with_context(|| hf.dir.join("config.json").display().to_string())?
-    {
-        Some(qc) if !opts.vocab_only => Some(mlx::plan(&hf, &qc, opts.fallback)?),
-        _ => None,
-    };
+    let mlx_plan = mlx_plan_of(&hf, opts)?;
     let outtype = if opts.vocab_only {
         opts.outtype
     } else {
         resolve_outtype(&hf, opts.outtype)
     };
-    let tok = tokenizer::load(dir)?;
-    let vocab = vocab::build(&tok.json, &hf.tokenizer_config, &hf.config, &tok.tokenizer)
-        .with_context(|| format!("{}: tokenizer", dir.display()))?;
-    if !vocab.blockers.is_empty() {
-        bail!(
-            "{}: the tokenizer cannot be expressed in GGUF: {}",
-            dir.display(),
-            vocab.blockers.join("; ")
-        );
-    }
+    let (tok, vocab) = load_vocab(dir, &hf)?;
     let pooling = Pooling::from_sentence_transformers(dir)?;
     let mut notes = vocab.notes.clone();
     notes.extend(tok.notes.iter().cloned());
@@ -368,95 +359,10 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
     } else {
         plan(&hf, arch, outtype, mlx_plan.as_ref())?
     };
-    // MLX modules, by source index: how each is decoded.
-    let affine: std::collections::HashMap<usize, mlx::AffineTensor> = mlx_plan
-        .as_ref()
-        .map(|p| {
-            p.by_weight
-                .iter()
-                .map(|(i, (a, _, _))| (*i, a.clone()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let affine = affine_by_source(mlx_plan.as_ref());
     let fallback_errors: Rc<RefCell<Vec<mlx::FallbackError>>> = Rc::default();
     let underflow: Rc<RefCell<Vec<(String, usize)>>> = Rc::default();
-    for (i, p) in &planned {
-        let src = &hf.tensors[*i];
-        let ty = GgmlType::from_name(&p.ggml_type).expect("planned type");
-        let hf_ref = &hf;
-        let name = p.gguf_name.clone();
-        let uf = underflow.clone();
-        let permute = p.permute_heads;
-        let rows = p.ne.get(1).copied().unwrap_or(p.ne[0]) as usize;
-        if let Some(at) = affine.get(i).cloned() {
-            let fe = fallback_errors.clone();
-            w.add_tensor(TensorEntry {
-                name: p.gguf_name.clone(),
-                ggml_type: ty,
-                dims: p.ne.clone(),
-                data: TensorData::Deferred(Box::new(move |out| {
-                    crate::interrupt::check().map_err(std::io::Error::other)?;
-                    let g = at.affine.group;
-                    let buf = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
-                        let raw = hf_ref.bytes(&hf_ref.tensors[at.weight])?;
-                        let words: Vec<u32> = raw
-                            .chunks_exact(4)
-                            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                            .collect();
-                        let s = hf_ref.to_f32(&hf_ref.tensors[at.scales])?;
-                        let b = hf_ref.to_f32(&hf_ref.tensors[at.biases])?;
-                        let order = mlx::row_order(at.out, permute);
-                        mlx::repack_exact(ty, &words, at.affine.bits, &s, &b, at.inn, g, &order)
-                    } else {
-                        let d = mlx::decode(hf_ref, &at, permute)?;
-                        let x = mlx::named_formula(&d.codes, &d.scales, &d.biases, at.inn, g);
-                        let (buf, err) = mlx::encode_fallback(ty, &x, &name)?;
-                        if ty != GgmlType::F32 {
-                            fe.borrow_mut().push(err);
-                        }
-                        buf
-                    };
-                    out.write_all(&buf)
-                })),
-            });
-            continue;
-        }
-        w.add_tensor(TensorEntry {
-            name: p.gguf_name.clone(),
-            ggml_type: ty,
-            dims: p.ne.clone(),
-            data: TensorData::Deferred(Box::new(move |out| {
-                // Ctrl-C: stop between tensors; the writer's temp file is removed on error.
-                crate::interrupt::check().map_err(std::io::Error::other)?;
-                let mut x = hf_ref.to_f32(src)?;
-                if let Some(heads) = permute {
-                    // A 1-D bias has one value per row (ne[0] rows of length 1).
-                    x = permute_qk(&x, rows, heads);
-                }
-                let mut buf = Vec::new();
-                match ty {
-                    GgmlType::F32 => buf.extend(x.iter().flat_map(|v| v.to_le_bytes())),
-                    GgmlType::F16 => {
-                        let (overflow, zeroed) = f16_range(&x);
-                        if overflow > 0 {
-                            return Err(std::io::Error::other(format!(
-                                "tensor {name}: {overflow} finite values exceed the f16 range (|x| > 65504); \
-                                 refusing to write inf — use --outtype f32 or bf16"
-                            )));
-                        }
-                        if zeroed > 0 {
-                            uf.borrow_mut().push((name.clone(), zeroed));
-                        }
-                        gguf::quant::encode_f16(&x, &mut buf);
-                    }
-                    GgmlType::BF16 => gguf::quant::encode_bf16(&x, &mut buf),
-                    GgmlType::Q8_0 => gguf::quant_ref::quantize_q8_0(&x, &mut buf),
-                    other => return Err(std::io::Error::other(format!("no encoder for {other}"))),
-                }
-                out.write_all(&buf)
-            })),
-        });
-    }
+    add_tensors(&mut w, &hf, &planned, &affine, &fallback_errors, &underflow);
     let planned_out: Vec<PlannedTensor> = planned.iter().map(|(_, p)| p.clone()).collect();
     let rules = rule_summary(&planned_out);
     let summary = w
@@ -473,19 +379,182 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         arch: arch.gguf_name().into(),
         outtype,
         tensors: planned_out,
-        tokenizer: serde_json::json!({
-            "model": vocab.model,
-            "pre": vocab.pre,
-            "probe_hash": vocab.probe_hash,
-            "special": vocab.special,
-            "add": vocab.add,
-            "n_tokens": vocab.tokens.len(),
-        }),
+        tokenizer: tokenizer_facts(&vocab),
         notes,
         fallback_errors: errors,
         rules,
         file_bytes: summary.file_bytes,
         seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The MLX plan of an already-quantized checkpoint (`None` for plain ones and vocab-only runs).
+fn mlx_plan_of(hf: &HfDir, opts: &ConvertOptions) -> Result<Option<mlx::MlxPlan>> {
+    Ok(
+        match mlx::QuantConfig::from_config(&hf.config)
+            .with_context(|| hf.dir.join("config.json").display().to_string())?
+        {
+            Some(qc) if !opts.vocab_only => Some(mlx::plan(hf, &qc, opts.fallback)?),
+            _ => None,
+        },
+    )
+}
+
+/// Loads the tokenizer of `dir` and builds its vocabulary; blockers are an error.
+fn load_vocab(dir: &Path, hf: &HfDir) -> Result<(tokenizer::LoadedTokenizer, vocab::Vocab)> {
+    let tok = tokenizer::load(dir)?;
+    let vocab = vocab::build(&tok.json, &hf.tokenizer_config, &hf.config, &tok.tokenizer)
+        .with_context(|| format!("{}: tokenizer", dir.display()))?;
+    if !vocab.blockers.is_empty() {
+        bail!(
+            "{}: the tokenizer cannot be expressed in GGUF: {}",
+            dir.display(),
+            vocab.blockers.join("; ")
+        );
+    }
+    Ok((tok, vocab))
+}
+
+/// MLX modules, by source index: how each is decoded.
+fn affine_by_source(
+    mlx_plan: Option<&mlx::MlxPlan>,
+) -> std::collections::HashMap<usize, mlx::AffineTensor> {
+    mlx_plan
+        .map(|p| {
+            p.by_weight
+                .iter()
+                .map(|(i, (a, _, _))| (*i, a.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Adds every planned tensor to `w`, its bytes encoded when the writer reaches it.
+fn add_tensors<'a>(
+    w: &mut GgufWriter<'a>,
+    hf: &'a HfDir,
+    planned: &[(usize, PlannedTensor)],
+    affine: &std::collections::HashMap<usize, mlx::AffineTensor>,
+    fallback_errors: &Rc<RefCell<Vec<mlx::FallbackError>>>,
+    underflow: &Rc<RefCell<Vec<(String, usize)>>>,
+) {
+    for (i, p) in planned {
+        let src = &hf.tensors[*i];
+        let ty = GgmlType::from_name(&p.ggml_type).expect("planned type");
+        let name = p.gguf_name.clone();
+        let uf = underflow.clone();
+        let permute = p.permute_heads;
+        let rows = p.ne.get(1).copied().unwrap_or(p.ne[0]) as usize;
+        let data = match affine.get(i).cloned() {
+            Some(at) => affine_data(hf, at, ty, permute, name, fallback_errors.clone()),
+            None => plain_data(hf, src, ty, permute, rows, name, uf),
+        };
+        w.add_tensor(TensorEntry {
+            name: p.gguf_name.clone(),
+            ggml_type: ty,
+            dims: p.ne.clone(),
+            data,
+        });
+    }
+}
+
+/// The deferred bytes of an MLX module: repacked exactly, or decoded and stored as a fallback.
+fn affine_data<'a>(
+    hf_ref: &'a HfDir,
+    at: mlx::AffineTensor,
+    ty: GgmlType,
+    permute: Option<usize>,
+    name: String,
+    fe: Rc<RefCell<Vec<mlx::FallbackError>>>,
+) -> TensorData<'a> {
+    TensorData::Deferred(Box::new(move |out| {
+        crate::interrupt::check().map_err(std::io::Error::other)?;
+        let g = at.affine.group;
+        let buf = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
+            let raw = hf_ref.bytes(&hf_ref.tensors[at.weight])?;
+            let words: Vec<u32> = raw
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            let s = hf_ref.to_f32(&hf_ref.tensors[at.scales])?;
+            let b = hf_ref.to_f32(&hf_ref.tensors[at.biases])?;
+            let order = mlx::row_order(at.out, permute);
+            mlx::repack_exact(ty, &words, at.affine.bits, &s, &b, at.inn, g, &order)
+        } else {
+            let d = mlx::decode(hf_ref, &at, permute)?;
+            let x = mlx::named_formula(&d.codes, &d.scales, &d.biases, at.inn, g);
+            let (buf, err) = mlx::encode_fallback(ty, &x, &name)?;
+            if ty != GgmlType::F32 {
+                fe.borrow_mut().push(err);
+            }
+            buf
+        };
+        out.write_all(&buf)
+    }))
+}
+
+/// The deferred bytes of a float source tensor: read, Q/K-permuted if needed, encoded as `ty`.
+fn plain_data<'a>(
+    hf_ref: &'a HfDir,
+    src: &'a hf::SourceTensor,
+    ty: GgmlType,
+    permute: Option<usize>,
+    rows: usize,
+    name: String,
+    uf: Rc<RefCell<Vec<(String, usize)>>>,
+) -> TensorData<'a> {
+    TensorData::Deferred(Box::new(move |out| {
+        // Ctrl-C: stop between tensors; the writer's temp file is removed on error.
+        crate::interrupt::check().map_err(std::io::Error::other)?;
+        let mut x = hf_ref.to_f32(src)?;
+        if let Some(heads) = permute {
+            // A 1-D bias has one value per row (ne[0] rows of length 1).
+            x = permute_qk(&x, rows, heads);
+        }
+        let buf = encode_plain(ty, &x, &name, &uf)?;
+        out.write_all(&buf)
+    }))
+}
+
+/// Encodes `x` as `ty`, refusing f16 overflow and recording f16 underflow in `uf`.
+fn encode_plain(
+    ty: GgmlType,
+    x: &[f32],
+    name: &str,
+    uf: &RefCell<Vec<(String, usize)>>,
+) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    match ty {
+        GgmlType::F32 => buf.extend(x.iter().flat_map(|v| v.to_le_bytes())),
+        GgmlType::F16 => {
+            let (overflow, zeroed) = f16_range(x);
+            if overflow > 0 {
+                return Err(std::io::Error::other(format!(
+                    "tensor {name}: {overflow} finite values exceed the f16 range (|x| > 65504); \
+                     refusing to write inf — use --outtype f32 or bf16"
+                )));
+            }
+            if zeroed > 0 {
+                uf.borrow_mut().push((name.to_string(), zeroed));
+            }
+            gguf::quant::encode_f16(x, &mut buf);
+        }
+        GgmlType::BF16 => gguf::quant::encode_bf16(x, &mut buf),
+        GgmlType::Q8_0 => gguf::quant_ref::quantize_q8_0(x, &mut buf),
+        other => return Err(std::io::Error::other(format!("no encoder for {other}"))),
+    }
+    Ok(buf)
+}
+
+/// The report's tokenizer facts: model, pre, probe hash, special ids, add flags, token count.
+fn tokenizer_facts(vocab: &vocab::Vocab) -> serde_json::Value {
+    serde_json::json!({
+        "model": vocab.model,
+        "pre": vocab.pre,
+        "probe_hash": vocab.probe_hash,
+        "special": vocab.special,
+        "add": vocab.add,
+        "n_tokens": vocab.tokens.len(),
     })
 }
 

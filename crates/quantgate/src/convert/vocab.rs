@@ -113,15 +113,53 @@ fn entry_content(v: &Value) -> Option<String> {
 ///
 /// Errors: a tokenizer model other than BPE/WordPiece, or a probe hash missing from the table.
 pub fn build(tj: &Value, tc: &Value, config: &Value, tok: &HfTokenizer) -> Result<Vocab> {
-    let mut v = Vocab::default();
-    let model_type = tj["model"]["type"].as_str().unwrap_or("");
-    v.model = match model_type {
-        "BPE" => "gpt2".into(),
-        "WordPiece" => "bert".into(),
-        other => bail!("tokenizer.json model.type {other:?} is not supported (BPE, WordPiece)"),
+    let mut v = Vocab {
+        model: model_name(tj)?,
+        ..Vocab::default()
     };
 
     // Tokens by id: the model vocab plus added tokens.
+    let by_id = model_vocab(tj)?;
+    let added: Vec<&Value> = tj["added_tokens"]
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    let (by_id, added_special) = with_added_tokens(by_id, &added)?;
+    let n_vocab = fill_tokens(&mut v, &by_id, &added_special, config);
+    if v.model == "bert" {
+        bert_tokens(&mut v, config);
+    } else if let Some(merges) = tj["model"]["merges"].as_array() {
+        v.merges = bpe_merges(merges)?;
+    }
+
+    // Pre-tokenizer from the probe hash.
+    v.probe_hash = probe_hash(tok)?;
+    v.pre = pre_name_for_hash(&v.probe_hash).ok_or_else(|| {
+        anyhow!(
+            "BPE pre-tokenizer was not recognized: probe hash {} is not in llama.cpp's table \
+             (tokenizer.ggml.pre cannot be chosen)",
+            v.probe_hash
+        )
+    })?;
+
+    special_tokens(&mut v, tj, tc, config, &added, n_vocab)?;
+    v.add_space_prefix = tc["add_prefix_space"].as_bool();
+    v.chat_template = tc["chat_template"].as_str().map(String::from);
+    Ok(v)
+}
+
+/// `tokenizer.ggml.model` for tokenizer.json's `model.type`.
+fn model_name(tj: &Value) -> Result<String> {
+    let model_type = tj["model"]["type"].as_str().unwrap_or("");
+    Ok(match model_type {
+        "BPE" => "gpt2".into(),
+        "WordPiece" => "bert".into(),
+        other => bail!("tokenizer.json model.type {other:?} is not supported (BPE, WordPiece)"),
+    })
+}
+
+/// The model vocab of tokenizer.json by id.
+fn model_vocab(tj: &Value) -> Result<BTreeMap<u32, String>> {
     let mut by_id: BTreeMap<u32, String> = BTreeMap::new();
     if let Some(vocab) = tj["model"]["vocab"].as_object() {
         for (t, id) in vocab {
@@ -131,12 +169,16 @@ pub fn build(tj: &Value, tc: &Value, config: &Value, tok: &HfTokenizer) -> Resul
             by_id.insert(id as u32, t.clone());
         }
     }
-    let added: Vec<&Value> = tj["added_tokens"]
-        .as_array()
-        .map(|a| a.iter().collect())
-        .unwrap_or_default();
+    Ok(by_id)
+}
+
+/// Adds the added tokens to `by_id`; also returns each added id's `special` flag.
+fn with_added_tokens(
+    mut by_id: BTreeMap<u32, String>,
+    added: &[&Value],
+) -> Result<(BTreeMap<u32, String>, BTreeMap<u32, bool>)> {
     let mut added_special: BTreeMap<u32, bool> = BTreeMap::new();
-    for a in &added {
+    for a in added {
         let id = a["id"]
             .as_u64()
             .ok_or_else(|| anyhow!("tokenizer.json added_tokens entry without id"))?
@@ -145,6 +187,16 @@ pub fn build(tj: &Value, tc: &Value, config: &Value, tok: &HfTokenizer) -> Resul
         by_id.insert(id, content);
         added_special.insert(id, a["special"].as_bool().unwrap_or(false));
     }
+    Ok((by_id, added_special))
+}
+
+/// Fills `v.tokens` and `v.token_types` for every id below the vocabulary size; returns that size.
+fn fill_tokens(
+    v: &mut Vocab,
+    by_id: &BTreeMap<u32, String>,
+    added_special: &BTreeMap<u32, bool>,
+    config: &Value,
+) -> u64 {
     let max_id = by_id
         .keys()
         .last()
@@ -178,48 +230,43 @@ pub fn build(tj: &Value, tc: &Value, config: &Value, tok: &HfTokenizer) -> Resul
             }
         }
     }
-    if v.model == "bert" {
-        // Phantom-space form: CONTROL as is, "##x" → "x", every other x → "▁x".
-        for (t, ty) in v.tokens.iter_mut().zip(&v.token_types) {
-            if *ty != token_type::CONTROL {
-                *t = match t.strip_prefix("##") {
-                    Some(rest) => rest.to_string(),
-                    None => format!("\u{2581}{t}"),
-                };
-            }
+    n_vocab
+}
+
+/// Rewrites WordPiece tokens to the phantom-space form and sets the token type count.
+fn bert_tokens(v: &mut Vocab, config: &Value) {
+    // Phantom-space form: CONTROL as is, "##x" → "x", every other x → "▁x".
+    for (t, ty) in v.tokens.iter_mut().zip(&v.token_types) {
+        if *ty != token_type::CONTROL {
+            *t = match t.strip_prefix("##") {
+                Some(rest) => rest.to_string(),
+                None => format!("\u{2581}{t}"),
+            };
         }
-        v.token_type_count = Some(config["type_vocab_size"].as_u64().unwrap_or(1) as u32);
-    } else if let Some(merges) = tj["model"]["merges"].as_array() {
-        for m in merges {
-            match m {
-                Value::String(s) => v.merges.push(s.clone()),
-                Value::Array(p) if p.len() == 2 => {
-                    let part = |x: &Value| x.as_str().unwrap_or("").replace(' ', "\u{0120}");
-                    v.merges.push(format!("{} {}", part(&p[0]), part(&p[1])));
-                }
-                other => {
-                    bail!("tokenizer.json model.merges entry {other} is neither \"a b\" nor [a, b]")
-                }
+    }
+    v.token_type_count = Some(config["type_vocab_size"].as_u64().unwrap_or(1) as u32);
+}
+
+/// BPE merges as `"a b"` strings, from either tokenizer.json form.
+fn bpe_merges(merges: &[Value]) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for m in merges {
+        match m {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(p) if p.len() == 2 => {
+                let part = |x: &Value| x.as_str().unwrap_or("").replace(' ', "\u{0120}");
+                out.push(format!("{} {}", part(&p[0]), part(&p[1])));
+            }
+            other => {
+                bail!("tokenizer.json model.merges entry {other} is neither \"a b\" nor [a, b]")
             }
         }
     }
-
-    // Pre-tokenizer from the probe hash.
-    v.probe_hash = probe_hash(tok)?;
-    v.pre = pre_name_for_hash(&v.probe_hash).ok_or_else(|| {
-        anyhow!(
-            "BPE pre-tokenizer was not recognized: probe hash {} is not in llama.cpp's table \
-             (tokenizer.ggml.pre cannot be chosen)",
-            v.probe_hash
-        )
-    })?;
-
-    special_tokens(&mut v, tj, tc, config, &added, n_vocab)?;
-    v.add_space_prefix = tc["add_prefix_space"].as_bool();
-    v.chat_template = tc["chat_template"].as_str().map(String::from);
-    Ok(v)
+    Ok(out)
 }
 
+/// Special ids, add flags, notes and blockers from tokenizer_config, the post-processor and
+/// config.json.
 fn special_tokens(
     v: &mut Vocab,
     tj: &Value,
@@ -228,14 +275,33 @@ fn special_tokens(
     added: &[&Value],
     n_vocab: u64,
 ) -> Result<()> {
-    let id_of = |content: &str| -> Option<u32> {
-        added
-            .iter()
-            .find(|a| a["content"].as_str() == Some(content))
-            .and_then(|a| a["id"].as_u64())
-            .map(|i| i as u32)
-    };
-    let mut content: BTreeMap<&str, String> = BTreeMap::new();
+    let mut content = config_contents(tc);
+    let template_eos = post_processor(v, tj, &mut content);
+    apply_template_eos(v, &template_eos, &mut content);
+    // Explicit booleans in tokenizer_config override the template.
+    add_flag_overrides(v, tc);
+    // Ids: a first value wins; ids outside the vocabulary are dropped.
+    ids_from_contents(v, &content, added, n_vocab);
+    // config.json fills kinds not set yet.
+    ids_from_config(v, config, n_vocab);
+    if v.model == "bert" {
+        wordpiece_specials(v, &content, &template_eos, added);
+    }
+    Ok(())
+}
+
+/// The id of the added token whose content is `content`.
+fn added_id(added: &[&Value], content: &str) -> Option<u32> {
+    added
+        .iter()
+        .find(|a| a["content"].as_str() == Some(content))
+        .and_then(|a| a["id"].as_u64())
+        .map(|i| i as u32)
+}
+
+/// Special token contents by kind from tokenizer_config, with CLS/SEP standing in for BOS/EOS.
+fn config_contents(tc: &Value) -> BTreeMap<&'static str, String> {
+    let mut content: BTreeMap<&'static str, String> = BTreeMap::new();
     for kind in ["bos", "eos", "unk", "sep", "pad", "cls", "mask"] {
         if let Some(c) = entry_content(&tc[format!("{kind}_token")]) {
             content.insert(kind, c);
@@ -251,7 +317,15 @@ fn special_tokens(
             content.insert("eos", c);
         }
     }
+    content
+}
 
+/// Applies the post-processor's templates; returns the token the single template appends.
+fn post_processor(
+    v: &mut Vocab,
+    tj: &Value,
+    content: &mut BTreeMap<&'static str, String>,
+) -> Option<String> {
     // Post-processor templates (also inside a Sequence).
     let pp = &tj["post_processor"];
     let processors: Vec<&Value> = match pp["processors"].as_array() {
@@ -269,72 +343,101 @@ fn special_tokens(
                 }
             }
             Some("TemplateProcessing") => {
-                let single: Vec<&Value> = p["single"]
-                    .as_array()
-                    .map(|a| a.iter().collect())
-                    .unwrap_or_default();
-                let special_at = |i: usize| {
-                    single
-                        .get(i)
-                        .and_then(|x| x["SpecialToken"]["id"].as_str())
-                        .map(String::from)
-                };
-                let n_special = single
-                    .iter()
-                    .filter(|x| x.get("SpecialToken").is_some())
-                    .count();
-                if single.len() > 1 {
-                    let first = special_at(0);
-                    let last = special_at(single.len() - 1);
-                    if let Some(f) = &first {
-                        let is_bos = content.get("bos") == Some(f) || content.get("cls") == Some(f);
-                        if !is_bos && content.contains_key("bos") {
-                            v.blockers.push(format!(
-                                "the template prepends {f:?}, which is neither the BOS {:?} nor CLS: llama.cpp can only prepend BOS",
-                                content.get("bos").cloned().unwrap_or_default()
-                            ));
-                        }
-                        content.entry("bos").or_insert_with(|| f.clone());
-                        v.add.insert("bos", true);
-                    }
-                    if let Some(l) = &last {
-                        v.add.insert("eos", true);
-                        template_eos = Some(l.clone());
-                    }
-                    let ends = first.is_some() as usize + last.is_some() as usize;
-                    if n_special > ends {
-                        v.blockers.push(format!(
-                            "the single-sequence template adds {n_special} special tokens; GGUF can express at most a BOS and an EOS"
-                        ));
-                    }
-                }
-                // add_sep from the pair template: a separator between A and B that is sep/eos,
-                // with no trailing special in `single`, or two middle specials.
-                let pair: Vec<&Value> = p["pair"]
-                    .as_array()
-                    .map(|a| a.iter().collect())
-                    .unwrap_or_default();
-                if !pair.is_empty() {
-                    let pos_a = pair.iter().position(|x| x["Sequence"]["id"] == "A");
-                    let pos_b = pair.iter().position(|x| x["Sequence"]["id"] == "B");
-                    if let (Some(a), Some(b)) = (pos_a, pos_b) {
-                        let middle: Vec<String> = pair[a + 1..b]
-                            .iter()
-                            .filter_map(|x| x["SpecialToken"]["id"].as_str().map(String::from))
-                            .collect();
-                        let trailing_single = template_eos.is_some();
-                        let sep_like = middle.len() == 1
-                            && (content.get("sep") == Some(&middle[0])
-                                || content.get("eos") == Some(&middle[0]));
-                        v.add
-                            .insert("sep", (sep_like && !trailing_single) || middle.len() == 2);
-                    }
-                }
+                single_template(v, p, content, &mut template_eos);
+                pair_template(v, p, content, &template_eos);
             }
             _ => {}
         }
     }
-    if let Some(t) = &template_eos {
+    template_eos
+}
+
+/// add_bos / add_eos and the appended token from a TemplateProcessing `single` template.
+fn single_template(
+    v: &mut Vocab,
+    p: &Value,
+    content: &mut BTreeMap<&'static str, String>,
+    template_eos: &mut Option<String>,
+) {
+    let single: Vec<&Value> = p["single"]
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    let special_at = |i: usize| {
+        single
+            .get(i)
+            .and_then(|x| x["SpecialToken"]["id"].as_str())
+            .map(String::from)
+    };
+    let n_special = single
+        .iter()
+        .filter(|x| x.get("SpecialToken").is_some())
+        .count();
+    if single.len() > 1 {
+        let first = special_at(0);
+        let last = special_at(single.len() - 1);
+        if let Some(f) = &first {
+            let is_bos = content.get("bos") == Some(f) || content.get("cls") == Some(f);
+            if !is_bos && content.contains_key("bos") {
+                v.blockers.push(format!(
+                    "the template prepends {f:?}, which is neither the BOS {:?} nor CLS: llama.cpp can only prepend BOS",
+                    content.get("bos").cloned().unwrap_or_default()
+                ));
+            }
+            content.entry("bos").or_insert_with(|| f.clone());
+            v.add.insert("bos", true);
+        }
+        if let Some(l) = &last {
+            v.add.insert("eos", true);
+            *template_eos = Some(l.clone());
+        }
+        let ends = first.is_some() as usize + last.is_some() as usize;
+        if n_special > ends {
+            v.blockers.push(format!(
+                "the single-sequence template adds {n_special} special tokens; GGUF can express at most a BOS and an EOS"
+            ));
+        }
+    }
+}
+
+/// add_sep from a TemplateProcessing `pair` template.
+fn pair_template(
+    v: &mut Vocab,
+    p: &Value,
+    content: &BTreeMap<&'static str, String>,
+    template_eos: &Option<String>,
+) {
+    // add_sep from the pair template: a separator between A and B that is sep/eos,
+    // with no trailing special in `single`, or two middle specials.
+    let pair: Vec<&Value> = p["pair"]
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    if !pair.is_empty() {
+        let pos_a = pair.iter().position(|x| x["Sequence"]["id"] == "A");
+        let pos_b = pair.iter().position(|x| x["Sequence"]["id"] == "B");
+        if let (Some(a), Some(b)) = (pos_a, pos_b) {
+            let middle: Vec<String> = pair[a + 1..b]
+                .iter()
+                .filter_map(|x| x["SpecialToken"]["id"].as_str().map(String::from))
+                .collect();
+            let trailing_single = template_eos.is_some();
+            let sep_like = middle.len() == 1
+                && (content.get("sep") == Some(&middle[0])
+                    || content.get("eos") == Some(&middle[0]));
+            v.add
+                .insert("sep", (sep_like && !trailing_single) || middle.len() == 2);
+        }
+    }
+}
+
+/// Makes the template's appended token the EOS; a different configured EOS becomes EOT.
+fn apply_template_eos(
+    v: &mut Vocab,
+    template_eos: &Option<String>,
+    content: &mut BTreeMap<&'static str, String>,
+) {
+    if let Some(t) = template_eos {
         match content.get("eos").cloned() {
             Some(e) if &e != t => {
                 v.notes.push(format!(
@@ -350,7 +453,10 @@ fn special_tokens(
             _ => {}
         }
     }
-    // Explicit booleans in tokenizer_config override the template.
+}
+
+/// Applies tokenizer_config's explicit add_bos/add_eos/add_sep booleans.
+fn add_flag_overrides(v: &mut Vocab, tc: &Value) {
     for kind in ["bos", "eos", "sep"] {
         if let Some(b) = tc[format!("add_{kind}_token")].as_bool() {
             if let Some(t) = v.add.get(kind).copied().filter(|t| *t != b) {
@@ -361,12 +467,20 @@ fn special_tokens(
             v.add.insert(kind, b);
         }
     }
-    // Ids: a first value wins; ids outside the vocabulary are dropped.
-    for (kind, c) in &content {
+}
+
+/// Sets special ids from the token contents via the added tokens.
+fn ids_from_contents(
+    v: &mut Vocab,
+    content: &BTreeMap<&'static str, String>,
+    added: &[&Value],
+    n_vocab: u64,
+) {
+    for (kind, c) in content {
         let Some(kind) = SPECIAL_ORDER.iter().find(|k| *k == kind) else {
             continue;
         };
-        match id_of(c) {
+        match added_id(added, c) {
             Some(id) if (id as u64) < n_vocab => {
                 v.special.entry(kind).or_insert(id);
             }
@@ -375,7 +489,10 @@ fn special_tokens(
             )),
         }
     }
-    // config.json fills kinds not set yet.
+}
+
+/// Sets special ids not set yet from config.json's `*_token_id`, noting disagreements.
+fn ids_from_config(v: &mut Vocab, config: &Value, n_vocab: u64) {
     for kind in ["bos", "eos", "unk", "sep", "pad", "mask"] {
         let key = format!("{kind}_token_id");
         let cv = config[&key]
@@ -398,27 +515,37 @@ fn special_tokens(
             _ => {}
         }
     }
-    if v.model == "bert" {
-        // llama.cpp's WPM tokenizer always adds [CLS] (the BOS id) … [SEP] (the SEP id) and
-        // ignores the flags; without tokenizer_config the template names them.
-        let cls = content
-            .get("cls")
-            .and_then(|c| id_of(c))
-            .or_else(|| v.special.get("bos").copied());
-        let sep = content
-            .get("sep")
-            .and_then(|c| id_of(c))
-            .or_else(|| template_eos.as_deref().and_then(id_of));
-        if let Some(sep) = sep {
-            v.special.entry("sep").or_insert(sep);
-        }
-        if v.add.get("bos") != Some(&true) || v.add.get("eos") != Some(&true) {
-            v.blockers.push("WordPiece: llama.cpp always adds CLS and SEP, but the HF template does not add both".into());
-        }
-        if cls.is_none() || sep.is_none() {
-            v.blockers
-                .push("WordPiece: tokenizer_config lacks cls_token or sep_token".into());
-        }
+}
+
+/// The SEP id and the blockers of a WordPiece vocabulary.
+fn wordpiece_specials(
+    v: &mut Vocab,
+    content: &BTreeMap<&'static str, String>,
+    template_eos: &Option<String>,
+    added: &[&Value],
+) {
+    let id_of = |c: &str| added_id(added, c);
+    // llama.cpp's WPM tokenizer always adds [CLS] (the BOS id) … [SEP] (the SEP id) and
+    // ignores the flags; without tokenizer_config the template names them.
+    let cls = content
+        .get("cls")
+        .and_then(|c| id_of(c))
+        .or_else(|| v.special.get("bos").copied());
+    let sep = content
+        .get("sep")
+        .and_then(|c| id_of(c))
+        .or_else(|| template_eos.as_deref().and_then(id_of));
+    if let Some(sep) = sep {
+        v.special.entry("sep").or_insert(sep);
     }
-    Ok(())
+    if v.add.get("bos") != Some(&true) || v.add.get("eos") != Some(&true) {
+        v.blockers.push(
+            "WordPiece: llama.cpp always adds CLS and SEP, but the HF template does not add both"
+                .into(),
+        );
+    }
+    if cls.is_none() || sep.is_none() {
+        v.blockers
+            .push("WordPiece: tokenizer_config lacks cls_token or sep_token".into());
+    }
 }

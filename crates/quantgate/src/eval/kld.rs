@@ -201,6 +201,50 @@ pub fn compare(
     threads: i32,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<KldResult> {
+    let BaseFile {
+        mut r,
+        n_ctx,
+        n_vocab,
+        n_chunk,
+        tokens,
+    } = open_base(base)?;
+    let t0 = std::time::Instant::now();
+    let model = Model::load(model_path, false)?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    if model.n_vocab() != n_vocab {
+        bail!(
+            "{}: base n_vocab {n_vocab} differs from the model's {}",
+            base.display(),
+            model.n_vocab()
+        );
+    }
+    let nv = 2 * n_vocab.div_ceil(2) + 4;
+    let mut rec = vec![0u8; 2 * nv];
+    let mut sums = Sums::default();
+    super::ppl::scored_chunks(&model, &tokens, n_ctx, n_chunk, 512, threads, |ci, rows| {
+        let first = n_ctx / 2;
+        for (k, l) in rows.iter().enumerate() {
+            let logp = read_record(&mut r, &mut rec, base, n_vocab)?;
+            let y = tokens[ci * n_ctx + first + k + 1] as usize;
+            sums.add(l, &logp, y);
+        }
+        progress(ci + 1, n_chunk);
+        Ok(())
+    })?;
+    Ok(sums.result(n_chunk, n_ctx, load_ms))
+}
+
+/// An open `_logits_` base file: its header and tokens read, positioned at the first record.
+struct BaseFile {
+    r: BufReader<std::fs::File>,
+    n_ctx: usize,
+    n_vocab: usize,
+    n_chunk: usize,
+    tokens: Vec<i32>,
+}
+
+/// Opens the base file and reads its magic, header and tokens.
+fn open_base(base: &Path) -> Result<BaseFile> {
     let f =
         std::fs::File::open(base).with_context(|| format!("{}: cannot open", base.display()))?;
     let mut r = BufReader::new(f);
@@ -231,87 +275,105 @@ pub fn compare(
         );
     }
     let tokens = i32s(n_ctx * n_chunk)?;
-    let t0 = std::time::Instant::now();
-    let model = Model::load(model_path, false)?;
-    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-    if model.n_vocab() != n_vocab {
-        bail!(
-            "{}: base n_vocab {n_vocab} differs from the model's {}",
-            base.display(),
-            model.n_vocab()
-        );
-    }
-    let nv = 2 * n_vocab.div_ceil(2) + 4;
-    let mut rec = vec![0u8; 2 * nv];
-    let (mut s_nll, mut s_nll2, mut s_b, mut s_b2) = (0f64, 0f64, 0f64, 0f64);
-    let (mut s_kld, mut s_kld2, mut s_dp2, mut n_same, mut count) =
-        (0f64, 0f64, 0f64, 0usize, 0usize);
-    let mut klds: Vec<f32> = Vec::new();
-    super::ppl::scored_chunks(&model, &tokens, n_ctx, n_chunk, 512, threads, |ci, rows| {
-        let first = n_ctx / 2;
-        for (k, l) in rows.iter().enumerate() {
-            r.read_exact(&mut rec)
-                .with_context(|| format!("{}: truncated records", base.display()))?;
-            let q16: Vec<u16> = rec
-                .chunks_exact(2)
-                .map(|c| u16::from_le_bytes([c[0], c[1]]))
-                .collect();
-            let logp = decode_record(&q16, n_vocab);
-            let y = tokens[ci * n_ctx + first + k + 1] as usize;
-            let m = l.iter().fold(f32::NEG_INFINITY, |a, v| a.max(*v));
-            let imax = l.iter().position(|v| *v == m).unwrap_or(0);
-            let lse = (l.iter().map(|v| (v - m).exp() as f64).sum::<f64>().ln()) as f32;
-            let nll = (m + lse - l[y]) as f64;
-            let nll_b = -(logp[y] as f64);
-            let bmax = logp.iter().fold(f32::NEG_INFINITY, |a, v| a.max(*v));
-            let imax_b = logp.iter().position(|v| *v == bmax).unwrap_or(0);
-            let mut kld = 0f64;
-            for (lp, lq) in logp.iter().zip(l) {
-                if *lp > -16.0 {
-                    let log_q = lq - m - lse;
-                    kld += (*lp as f64).exp() * (*lp as f64 - log_q as f64);
-                }
-            }
-            let dp = (-nll).exp() - (-nll_b).exp();
-            s_nll += nll;
-            s_nll2 += nll * nll;
-            s_b += nll_b;
-            s_b2 += nll_b * nll_b;
-            s_kld += kld;
-            s_kld2 += kld * kld;
-            s_dp2 += dp * dp;
-            n_same += (imax == imax_b) as usize;
-            count += 1;
-            klds.push(kld as f32);
-        }
-        progress(ci + 1, n_chunk);
-        Ok(())
-    })?;
-    let n = count as f64;
-    let (mq, _) = mu(s_nll, s_nll2, n);
-    let (mb, _) = mu(s_b, s_b2, n);
-    let (mk, uk) = mu(s_kld, s_kld2, n);
-    let p = n_same as f64 / n;
-    klds.sort_by(|a, b| a.total_cmp(b));
-    let median = if klds.len().is_multiple_of(2) {
-        0.5 * (klds[klds.len() / 2] as f64 + klds[klds.len() / 2 - 1] as f64)
-    } else {
-        klds[klds.len() / 2] as f64
-    };
-    Ok(KldResult {
-        ppl_q: mq.exp(),
-        ppl_base: mb.exp(),
-        mean_kld: mk,
-        mean_kld_unc: uk,
-        max_kld: *klds.last().unwrap_or(&0.0) as f64,
-        median_kld: median,
-        kld_99: percentile(&klds, 0.99),
-        same_top_p: p,
-        same_top_p_unc: (p * (1.0 - p) / (n - 1.0)).sqrt(),
-        rms_dp: (s_dp2 / n).sqrt(),
-        positions: count,
-        chunks: n_chunk,
+    Ok(BaseFile {
+        r,
         n_ctx,
-        load_ms,
+        n_vocab,
+        n_chunk,
+        tokens,
     })
+}
+
+/// Reads the next record into `rec` and decodes it into the base log-probabilities.
+fn read_record(
+    r: &mut BufReader<std::fs::File>,
+    rec: &mut [u8],
+    base: &Path,
+    n_vocab: usize,
+) -> Result<Vec<f32>> {
+    r.read_exact(rec)
+        .with_context(|| format!("{}: truncated records", base.display()))?;
+    let q16: Vec<u16> = rec
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    Ok(decode_record(&q16, n_vocab))
+}
+
+/// The compare run's running sums over scored positions, and every position's KLD.
+#[derive(Default)]
+struct Sums {
+    s_nll: f64,
+    s_nll2: f64,
+    s_b: f64,
+    s_b2: f64,
+    s_kld: f64,
+    s_kld2: f64,
+    s_dp2: f64,
+    n_same: usize,
+    count: usize,
+    klds: Vec<f32>,
+}
+
+impl Sums {
+    /// Adds one position: current logits `l`, base log-probabilities `logp`, next token `y`.
+    fn add(&mut self, l: &[f32], logp: &[f32], y: usize) {
+        let m = l.iter().fold(f32::NEG_INFINITY, |a, v| a.max(*v));
+        let imax = l.iter().position(|v| *v == m).unwrap_or(0);
+        let lse = (l.iter().map(|v| (v - m).exp() as f64).sum::<f64>().ln()) as f32;
+        let nll = (m + lse - l[y]) as f64;
+        let nll_b = -(logp[y] as f64);
+        let bmax = logp.iter().fold(f32::NEG_INFINITY, |a, v| a.max(*v));
+        let imax_b = logp.iter().position(|v| *v == bmax).unwrap_or(0);
+        let mut kld = 0f64;
+        for (lp, lq) in logp.iter().zip(l) {
+            if *lp > -16.0 {
+                let log_q = lq - m - lse;
+                kld += (*lp as f64).exp() * (*lp as f64 - log_q as f64);
+            }
+        }
+        let dp = (-nll).exp() - (-nll_b).exp();
+        self.s_nll += nll;
+        self.s_nll2 += nll * nll;
+        self.s_b += nll_b;
+        self.s_b2 += nll_b * nll_b;
+        self.s_kld += kld;
+        self.s_kld2 += kld * kld;
+        self.s_dp2 += dp * dp;
+        self.n_same += (imax == imax_b) as usize;
+        self.count += 1;
+        self.klds.push(kld as f32);
+    }
+
+    /// The final statistics (llama-perplexity's final block).
+    fn result(mut self, n_chunk: usize, n_ctx: usize, load_ms: f64) -> KldResult {
+        let klds = &mut self.klds;
+        let n = self.count as f64;
+        let (mq, _) = mu(self.s_nll, self.s_nll2, n);
+        let (mb, _) = mu(self.s_b, self.s_b2, n);
+        let (mk, uk) = mu(self.s_kld, self.s_kld2, n);
+        let p = self.n_same as f64 / n;
+        klds.sort_by(|a, b| a.total_cmp(b));
+        let median = if klds.len().is_multiple_of(2) {
+            0.5 * (klds[klds.len() / 2] as f64 + klds[klds.len() / 2 - 1] as f64)
+        } else {
+            klds[klds.len() / 2] as f64
+        };
+        KldResult {
+            ppl_q: mq.exp(),
+            ppl_base: mb.exp(),
+            mean_kld: mk,
+            mean_kld_unc: uk,
+            max_kld: *klds.last().unwrap_or(&0.0) as f64,
+            median_kld: median,
+            kld_99: percentile(klds, 0.99),
+            same_top_p: p,
+            same_top_p_unc: (p * (1.0 - p) / (n - 1.0)).sqrt(),
+            rms_dp: (self.s_dp2 / n).sqrt(),
+            positions: self.count,
+            chunks: n_chunk,
+            n_ctx,
+            load_ms,
+        }
+    }
 }

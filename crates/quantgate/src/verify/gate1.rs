@@ -10,12 +10,15 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use gguf::{GgmlType, Value};
-use llama_runtime::{CGguf, CValue};
+use llama_runtime::{CGguf, CTensorInfo, CValue};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{Blocker, BlockerCode};
-use crate::convert::{arch, hf::HfDir};
+use crate::convert::{
+    arch,
+    hf::{HfDir, SourceTensor},
+};
 
 /// Gate 1's measurements.
 #[derive(Clone, Debug, Serialize, Deserialize, Default)]
@@ -168,17 +171,8 @@ pub fn check_tensors(
         .collect();
     let mut file =
         std::fs::File::open(gguf_path).with_context(|| format!("{}", gguf_path.display()))?;
-    // The reference side of the mapping: HF name → GGUF name from the shared arch table.
     let mut maps = BTreeMap::new();
-    let mut sources: BTreeMap<String, usize> = BTreeMap::new();
-    for (i, t) in hf.tensors.iter().enumerate() {
-        if covered.source_indices.contains(&i) {
-            continue;
-        }
-        if let Some(m) = arch::map_tensor(a, &t.name)? {
-            sources.insert(m.gguf, i);
-        }
-    }
+    let sources = reference_sources(hf, a, covered)?;
     for info in &infos {
         r.tensors += 1;
         let Some(&si) = sources.get(&info.name) else {
@@ -191,20 +185,9 @@ pub fn check_tensors(
             continue;
         };
         let src = &hf.tensors[si];
-        let ne_src: Vec<i64> = src.shape.iter().rev().map(|d| *d as i64).collect();
-        let ne_file: Vec<i64> = info.ne[..ne_src.len().max(1)].to_vec();
-        if ne_src != ne_file || info.ne[ne_src.len()..].iter().any(|d| *d != 1) {
-            blockers.push(Blocker::new(
-                1,
-                BlockerCode::TensorShape,
-                &info.name,
-                format!(
-                    "file ne {:?}, source {} has ne {:?}",
-                    info.ne, src.name, ne_src
-                ),
-            ));
+        let Some(ne_src) = matching_ne(info, src, blockers) else {
             continue;
-        }
+        };
         let Some(ty) = GgmlType::from_id(info.type_id) else {
             blockers.push(Blocker::new(
                 1,
@@ -215,23 +198,7 @@ pub fn check_tensors(
             continue;
         };
         *r.by_type.entry(ty.to_string()).or_default() += 1;
-        let mut x = reference_values(hf, si, &mut maps)?;
-        if let Some(heads) = crate::convert::permute_heads(hf, a, &info.name) {
-            // llama.cpp's Q/K row order (spec §4.3), applied to the reference's values.
-            let rows = if ne_src.len() > 1 {
-                ne_src[1] as usize
-            } else {
-                ne_src[0] as usize
-            };
-            x = crate::convert::permute_qk(&x, rows, heads);
-        }
-        let expected: Vec<u8> = if ty == GgmlType::F32 {
-            x.iter().flat_map(|v| v.to_le_bytes()).collect()
-        } else {
-            llama_runtime::ggml_quantize(ty.id(), &x, ne_src[0] as usize).map_err(|e| {
-                anyhow::anyhow!("Gate 1: ggml cannot encode {} as {ty}: {e}", info.name)
-            })?
-        };
+        let expected = expected_bytes(hf, a, si, info, ty, &ne_src, &mut maps)?;
         let mut stored = vec![0u8; info.size as usize];
         file.seek(SeekFrom::Start(info.file_offset))?;
         file.read_exact(&mut stored)
@@ -239,21 +206,7 @@ pub fn check_tensors(
         if stored == expected {
             r.bit_identical += 1;
         } else {
-            let at = stored
-                .iter()
-                .zip(&expected)
-                .position(|(a, b)| a != b)
-                .unwrap_or(stored.len().min(expected.len()));
-            blockers.push(Blocker::new(
-                1,
-                BlockerCode::TensorBits,
-                &info.name,
-                format!(
-                    "stored {ty} bytes differ from the encoding of {} at byte {at} of {}",
-                    src.name,
-                    stored.len()
-                ),
-            ));
+            blockers.push(bits_blocker(info, src, ty, &stored, &expected));
         }
     }
     let present: std::collections::HashSet<&str> = infos.iter().map(|i| i.name.as_str()).collect();
@@ -268,6 +221,101 @@ pub fn check_tensors(
         }
     }
     Ok(())
+}
+
+/// GGUF name → index of the HF source tensor mapped to it, for sources not covered elsewhere.
+fn reference_sources(
+    hf: &HfDir,
+    a: arch::Arch,
+    covered: &super::gate1_affine::Covered,
+) -> Result<BTreeMap<String, usize>> {
+    // The reference side of the mapping: HF name → GGUF name from the shared arch table.
+    let mut sources: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, t) in hf.tensors.iter().enumerate() {
+        if covered.source_indices.contains(&i) {
+            continue;
+        }
+        if let Some(m) = arch::map_tensor(a, &t.name)? {
+            sources.insert(m.gguf, i);
+        }
+    }
+    Ok(sources)
+}
+
+/// The source's `ne` when the file's tensor has it (trailing 1s allowed), else a blocker.
+fn matching_ne(
+    info: &CTensorInfo,
+    src: &SourceTensor,
+    blockers: &mut Vec<Blocker>,
+) -> Option<Vec<i64>> {
+    let ne_src: Vec<i64> = src.shape.iter().rev().map(|d| *d as i64).collect();
+    let ne_file: Vec<i64> = info.ne[..ne_src.len().max(1)].to_vec();
+    if ne_src != ne_file || info.ne[ne_src.len()..].iter().any(|d| *d != 1) {
+        blockers.push(Blocker::new(
+            1,
+            BlockerCode::TensorShape,
+            &info.name,
+            format!(
+                "file ne {:?}, source {} has ne {:?}",
+                info.ne, src.name, ne_src
+            ),
+        ));
+        return None;
+    }
+    Some(ne_src)
+}
+
+/// The bytes ggml's encoding of the reference's values of source `si` as `ty` should give.
+fn expected_bytes(
+    hf: &HfDir,
+    a: arch::Arch,
+    si: usize,
+    info: &CTensorInfo,
+    ty: GgmlType,
+    ne_src: &[i64],
+    maps: &mut BTreeMap<std::path::PathBuf, candle_core::safetensors::MmapedSafetensors>,
+) -> Result<Vec<u8>> {
+    let mut x = reference_values(hf, si, maps)?;
+    if let Some(heads) = crate::convert::permute_heads(hf, a, &info.name) {
+        // llama.cpp's Q/K row order (spec §4.3), applied to the reference's values.
+        let rows = if ne_src.len() > 1 {
+            ne_src[1] as usize
+        } else {
+            ne_src[0] as usize
+        };
+        x = crate::convert::permute_qk(&x, rows, heads);
+    }
+    Ok(if ty == GgmlType::F32 {
+        x.iter().flat_map(|v| v.to_le_bytes()).collect()
+    } else {
+        llama_runtime::ggml_quantize(ty.id(), &x, ne_src[0] as usize)
+            .map_err(|e| anyhow::anyhow!("Gate 1: ggml cannot encode {} as {ty}: {e}", info.name))?
+    })
+}
+
+/// The blocker for stored bytes that differ from the expected ones, naming the first difference.
+fn bits_blocker(
+    info: &CTensorInfo,
+    src: &SourceTensor,
+    ty: GgmlType,
+    stored: &[u8],
+    expected: &[u8],
+) -> Blocker {
+    let at = stored
+        .iter()
+        .zip(expected)
+        .position(|(a, b)| a != b)
+        .unwrap_or(stored.len().min(expected.len()));
+    Blocker::new(
+        1,
+        BlockerCode::TensorBits,
+        &info.name,
+        format!(
+            "stored {ty} bytes differ from the encoding of {} at byte {at} of {}",
+            src.name,
+            stored.len()
+        ),
+    )
 }
 
 /// The source tensor's values as f32, read by the reference (candle's safetensors loader, one

@@ -50,6 +50,9 @@ pub struct Covered {
 }
 
 /// Codes of each row's little-endian U32 bit stream (MLX packing), `bits` wide.
+///
+/// Deliberately a second unpacker: `convert::mlx::unpack_codes` is the writer's path, and the
+/// verifier never reuses the converter's encoding path, so a bug there cannot hide here.
 fn source_codes(words: &[u32], rows: usize, inn: usize, bits: u32) -> Vec<u8> {
     let wpr = words.len() / rows.max(1);
     let mask = (1u64 << bits) - 1;
@@ -98,6 +101,287 @@ fn bits_of(x: &[f32]) -> Vec<u32> {
     x.iter().map(|v| v.to_bits()).collect()
 }
 
+/// The quantization table of config.json; an unreadable one is a blocker (`Err(())`), a
+/// folder without one and without packed tensors is `Ok(None)`.
+fn quant_config(hf: &HfDir, blockers: &mut Vec<Blocker>) -> Result<Option<mlx::QuantConfig>, ()> {
+    let packed = hf.tensors.iter().any(|t| {
+        t.dtype == crate::convert::hf::SourceDtype::U32
+            || t.name.ends_with(".scales")
+            || t.name.ends_with(".biases")
+    });
+    match mlx::QuantConfig::from_config(&hf.config) {
+        Ok(Some(q)) => Ok(Some(q)),
+        Ok(None) if !packed => Ok(None),
+        // Packed tensors without a quantization table: find() reports every module.
+        Ok(None) => Ok(Some(mlx::QuantConfig::default())),
+        Err(e) => {
+            blockers.push(Blocker::new(
+                1,
+                BlockerCode::SourceQuantization,
+                "config.json",
+                format!("{e:#}"),
+            ));
+            Err(())
+        }
+    }
+}
+
+/// Every tensor of a quantized module (good or bad) and its GGUF tensor: covered here, not by
+/// the plain check.
+fn covered(hf: &HfDir, a: arch::Arch) -> Covered {
+    let mut cov = Covered::default();
+    for (i, t) in hf.tensors.iter().enumerate() {
+        let n = &t.name;
+        if n.ends_with(".scales")
+            || n.ends_with(".biases")
+            || t.dtype == crate::convert::hf::SourceDtype::U32
+        {
+            cov.source_indices.insert(i);
+        }
+    }
+    for &i in &cov.source_indices {
+        let n = &hf.tensors[i].name;
+        let module = n.rsplit_once('.').map_or(n.as_str(), |x| x.0);
+        if let Some(m) = arch::map_tensor(a, &format!("{module}.weight"))
+            .ok()
+            .flatten()
+        {
+            cov.gguf_names.insert(m.gguf);
+        }
+    }
+    cov
+}
+
+/// The source's safetensors files, mapped by candle on first use (independent of the
+/// converter's reader).
+struct SourceMaps<'a> {
+    hf: &'a HfDir,
+    maps: BTreeMap<std::path::PathBuf, candle_core::safetensors::MmapedSafetensors>,
+}
+
+impl SourceMaps<'_> {
+    fn load(&mut self, ti: usize) -> Result<candle_core::Tensor> {
+        let t = &self.hf.tensors[ti];
+        let path = self.hf.file_of(t).to_path_buf();
+        if !self.maps.contains_key(&path) {
+            // SAFETY: read-only map of a source nobody writes during verification.
+            let st = unsafe { candle_core::safetensors::MmapedSafetensors::new(&path) }
+                .with_context(|| path.display().to_string())?;
+            self.maps.insert(path.clone(), st);
+        }
+        Ok(self.maps[&path].load(&t.name, &candle_core::Device::Cpu)?)
+    }
+
+    fn load_f32(&mut self, ti: usize) -> Result<Vec<f32>> {
+        Ok(self
+            .load(ti)?
+            .to_dtype(candle_core::DType::F32)?
+            .flatten_all()?
+            .to_vec1::<f32>()?)
+    }
+}
+
+/// One module as the source holds it, in the file's row order.
+struct SourceModule {
+    codes: Vec<u8>,
+    scales: Vec<f32>,
+    biases: Vec<f32>,
+    /// The named formula's values (the reference's dequantization).
+    values: Vec<f32>,
+}
+
+fn source_module(
+    src: &mut SourceMaps,
+    m: &mlx::AffineTensor,
+    a: arch::Arch,
+    name: &str,
+) -> Result<SourceModule> {
+    let words = src.load(m.weight)?.flatten_all()?.to_vec1::<u32>()?;
+    let scales = src.load_f32(m.scales)?;
+    let biases = src.load_f32(m.biases)?;
+    let (bits, group) = (m.affine.bits, m.affine.group);
+    let codes = source_codes(&words, m.out, m.inn, bits);
+    let values = reference::mlx::dequantize_affine(
+        &words, &scales, &biases, m.out, m.inn, bits, group,
+    );
+    let mut s = SourceModule {
+        codes,
+        scales,
+        biases,
+        values,
+    };
+    if let Some(heads) = crate::convert::permute_heads(src.hf, a, name) {
+        // llama.cpp's Q/K row order (spec §4.3), applied to the source's rows.
+        let p = |x: &[f32]| crate::convert::permute_qk(x, m.out, heads);
+        s.codes = crate::convert::permute_qk(&s.codes, m.out, heads);
+        s.scales = p(&s.scales);
+        s.biases = p(&s.biases);
+        s.values = p(&s.values);
+    }
+    Ok(s)
+}
+
+/// The file's tensor for module `m`, when it exists with a known type and the module's shape
+/// (otherwise a blocker naming it).
+fn stored_tensor<'i>(
+    infos: &'i HashMap<String, llama_runtime::CTensorInfo>,
+    m: &mlx::AffineTensor,
+    name: &str,
+    blockers: &mut Vec<Blocker>,
+) -> Option<(&'i llama_runtime::CTensorInfo, GgmlType)> {
+    let Some(info) = infos.get(name) else {
+        blockers.push(Blocker::new(
+            1,
+            BlockerCode::TensorMissing,
+            name,
+            format!("quantized module {} is absent from the file", m.module),
+        ));
+        return None;
+    };
+    let Some(ty) = GgmlType::from_id(info.type_id) else {
+        blockers.push(Blocker::new(
+            1,
+            BlockerCode::TensorType,
+            name,
+            format!("type id {}", info.type_id),
+        ));
+        return None;
+    };
+    if info.ne[0] != m.inn as i64 || info.ne[1] != m.out as i64 {
+        blockers.push(Blocker::new(
+            1,
+            BlockerCode::TensorShape,
+            name,
+            format!(
+                "file ne {:?}, source module [{} × {}]",
+                info.ne, m.out, m.inn
+            ),
+        ));
+        return None;
+    }
+    Some((info, ty))
+}
+
+/// The first stored field (code, then d/m per block) that differs from the source's.
+fn field_difference(
+    dm: &[(u16, u16)],
+    got_codes: &[u8],
+    src: &SourceModule,
+    m: &mlx::AffineTensor,
+) -> Option<String> {
+    if got_codes != src.codes {
+        let i = first_difference(got_codes, &src.codes);
+        return Some(format!(
+            "code {i} (row {}, column {}) stored {}, source {}",
+            i / m.inn,
+            i % m.inn,
+            got_codes.get(i).copied().unwrap_or(0),
+            src.codes.get(i).copied().unwrap_or(0)
+        ));
+    }
+    let gpr = m.inn / m.affine.group;
+    for (b, (d, mm)) in dm.iter().enumerate() {
+        let i0 = b * 32;
+        let g = (i0 / m.inn) * gpr + (i0 % m.inn) / m.affine.group;
+        let d_ok = gguf::dequant::f16_to_f32(*d).to_bits() == src.scales[g].to_bits();
+        let m_ok = gguf::dequant::f16_to_f32(*mm).to_bits() == src.biases[g].to_bits();
+        if !(d_ok && m_ok) {
+            return Some(format!(
+                "block {b}: d {d:#06x} / m {mm:#06x} vs source scale {} / bias {}",
+                src.scales[g], src.biases[g]
+            ));
+        }
+    }
+    None
+}
+
+/// One module's stored tensor next to its source.
+struct ModuleCheck<'a> {
+    ty: GgmlType,
+    stored: &'a [u8],
+    src: &'a SourceModule,
+    m: &'a mlx::AffineTensor,
+    name: &'a str,
+}
+
+impl ModuleCheck<'_> {
+    /// A Q4_1/Q5_1 tensor stored exactly: fields, then values under the named formula.
+    fn exact(&self, r: &mut AffineGate1Report, blockers: &mut Vec<Blocker>) {
+        let (src, name) = (self.src, self.name);
+        r.exact_tensors += 1;
+        let (dm, got_codes) = stored_fields(self.ty, self.stored);
+        match field_difference(&dm, &got_codes, src, self.m) {
+            None => r.fields_identical += 1,
+            Some(e) => blockers.push(Blocker::new(1, BlockerCode::AffineFields, name, e)),
+        }
+        // The named formula on the stored fields.
+        let from_file: Vec<f32> = got_codes
+            .iter()
+            .enumerate()
+            .map(|(i, q)| {
+                let (d, mm) = dm[i / 32];
+                gguf::dequant::f16_to_f32(d) * *q as f32 + gguf::dequant::f16_to_f32(mm)
+            })
+            .collect();
+        if bits_of(&from_file) == bits_of(&src.values) {
+            r.values_identical += 1;
+        } else {
+            let i = first_difference(&bits_of(&from_file), &bits_of(&src.values));
+            blockers.push(Blocker::new(
+                1,
+                BlockerCode::AffineValues,
+                name,
+                format!(
+                    "value {i}: file {:e}, source {:e} (named formula, u32 view)",
+                    from_file.get(i).copied().unwrap_or(0.0),
+                    src.values.get(i).copied().unwrap_or(0.0)
+                ),
+            ));
+        }
+    }
+
+    /// A declared fallback (F32/F16/re-quantized): its bytes equal the declared encoding of
+    /// the named-formula values, made by ggml's own encoder (`ggml_quantize_chunk`), never by
+    /// the converter's `mlx::encode_fallback`.
+    fn fallback(&self, r: &mut AffineGate1Report, blockers: &mut Vec<Blocker>) -> Result<()> {
+        let (ty, name, values) = (self.ty, self.name, &self.src.values);
+        r.fallback_tensors += 1;
+        let want: Vec<u8> = if ty == GgmlType::F32 {
+            values.iter().flat_map(|v| v.to_le_bytes()).collect()
+        } else {
+            llama_runtime::ggml_quantize(ty.id(), values, self.m.inn)
+                .map_err(|e| anyhow::anyhow!("Gate 1: ggml cannot encode {name} as {ty}: {e}"))?
+        };
+        if want == self.stored {
+            r.fallback_identical += 1;
+        } else {
+            let i = first_difference(&want, self.stored);
+            blockers.push(Blocker::new(1, BlockerCode::FallbackBits, name, format!("stored {ty} bytes differ from the declared encoding of the source's named-formula values at byte {i}")));
+        }
+        Ok(())
+    }
+
+    /// ggml's own dequantization of what is stored, against the named formula (reported).
+    fn to_float(&self, r: &mut AffineGate1Report) -> Result<()> {
+        if self.ty == GgmlType::F32 {
+            return Ok(());
+        }
+        let mut ggml_vals = vec![0f32; self.src.values.len()];
+        llama_runtime::ggml_to_float(self.ty.id(), self.stored, &mut ggml_vals)
+            .map_err(|e| anyhow::anyhow!("Gate 1: ggml to_float of {}: {e}", self.name))?;
+        r.ggml_to_float_checked += 1;
+        if bits_of(&ggml_vals) == bits_of(&self.src.values) {
+            r.ggml_to_float_agrees += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Index of the first element where `a` and `b` differ (0 when only the lengths differ).
+fn first_difference<T: PartialEq>(a: &[T], b: &[T]) -> usize {
+    a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(0)
+}
+
 /// Runs the affine Gate 1 over every GGUF tensor whose source is a quantized module.
 /// Source metadata/shape disagreements are blockers naming the tensor.
 pub fn check(
@@ -111,59 +395,17 @@ pub fn check(
         rule: "fields (codes, d/m bits) + named formula f32(scale)·f32(q) + f32(bias), u32 view; ggml to_float agreement reported".into(),
         ..Default::default()
     };
-    let mut cov = Covered::default();
-    let packed = hf.tensors.iter().any(|t| {
-        t.dtype == crate::convert::hf::SourceDtype::U32
-            || t.name.ends_with(".scales")
-            || t.name.ends_with(".biases")
-    });
-    let mut config_error = false;
-    let qc = match mlx::QuantConfig::from_config(&hf.config) {
-        Ok(Some(q)) => q,
-        Ok(None) if !packed => return Ok((r, cov)),
-        // Packed tensors without a quantization table: find() reports every module.
-        Ok(None) => mlx::QuantConfig::default(),
-        Err(e) => {
-            config_error = true;
-            blockers.push(Blocker::new(
-                1,
-                BlockerCode::SourceQuantization,
-                "config.json",
-                format!("{e:#}"),
-            ));
-            mlx::QuantConfig::default()
-        }
+    let qc = match quant_config(hf, blockers) {
+        Ok(None) => return Ok((r, Covered::default())),
+        Ok(Some(q)) => Some(q),
+        Err(()) => None,
     };
-    let (mods, bad) = if config_error {
-        (Vec::new(), Vec::new())
-    } else {
-        mlx::find(hf, &qc)
-    };
+    let (mods, bad) = qc.as_ref().map_or_else(Default::default, |q| mlx::find(hf, q));
     for (t, m) in &bad {
         blockers.push(Blocker::new(1, BlockerCode::SourceQuantization, t, m.clone()));
     }
-    // Every tensor of a module (good or bad) is covered here, not by the plain check.
-    for t in hf.tensors.iter().enumerate() {
-        let n = &t.1.name;
-        if n.ends_with(".scales")
-            || n.ends_with(".biases")
-            || t.1.dtype == crate::convert::hf::SourceDtype::U32
-        {
-            cov.source_indices.insert(t.0);
-        }
-    }
-    // … and so are their GGUF tensors.
-    for &i in &cov.source_indices {
-        let n = &hf.tensors[i].name;
-        let module = n.rsplit_once('.').map_or(n.as_str(), |x| x.0);
-        if let Some(m) = arch::map_tensor(a, &format!("{module}.weight"))
-            .ok()
-            .flatten()
-        {
-            cov.gguf_names.insert(m.gguf);
-        }
-    }
-    if config_error {
+    let mut cov = covered(hf, a);
+    if qc.is_none() {
         return Ok((r, cov));
     }
     r.modules = mods.len();
@@ -174,180 +416,36 @@ pub fn check(
         .collect();
     let mut file =
         std::fs::File::open(gguf_path).with_context(|| gguf_path.display().to_string())?;
-    let mut maps: BTreeMap<std::path::PathBuf, candle_core::safetensors::MmapedSafetensors> =
-        BTreeMap::new();
+    let mut src_maps = SourceMaps {
+        hf,
+        maps: BTreeMap::new(),
+    };
     for m in &mods {
-        let w = &hf.tensors[m.weight];
-        let Some(mapped) = arch::map_tensor(a, &w.name)? else {
+        let Some(mapped) = arch::map_tensor(a, &hf.tensors[m.weight].name)? else {
             continue;
         };
         let name = mapped.gguf;
         cov.gguf_names.insert(name.clone());
-        let Some(info) = infos.get(&name) else {
-            blockers.push(Blocker::new(
-                1,
-                BlockerCode::TensorMissing,
-                &name,
-                format!("quantized module {} is absent from the file", m.module),
-            ));
+        let Some((info, ty)) = stored_tensor(&infos, m, &name, blockers) else {
             continue;
         };
-        let Some(ty) = GgmlType::from_id(info.type_id) else {
-            blockers.push(Blocker::new(
-                1,
-                BlockerCode::TensorType,
-                &name,
-                format!("type id {}", info.type_id),
-            ));
-            continue;
-        };
-        if info.ne[0] != m.inn as i64 || info.ne[1] != m.out as i64 {
-            blockers.push(Blocker::new(
-                1,
-                BlockerCode::TensorShape,
-                &name,
-                format!(
-                    "file ne {:?}, source module [{} × {}]",
-                    info.ne, m.out, m.inn
-                ),
-            ));
-            continue;
-        }
         *r.by_type.entry(ty.to_string()).or_default() += 1;
-        // Source fields through candle (independent of the converter's reader).
-        let load = |maps: &mut BTreeMap<_, candle_core::safetensors::MmapedSafetensors>,
-                    ti: usize|
-         -> Result<candle_core::Tensor> {
-            let t = &hf.tensors[ti];
-            let path = hf.file_of(t).to_path_buf();
-            if !maps.contains_key(&path) {
-                // SAFETY: read-only map of a source nobody writes during verification.
-                let st = unsafe { candle_core::safetensors::MmapedSafetensors::new(&path) }
-                    .with_context(|| path.display().to_string())?;
-                maps.insert(path.clone(), st);
-            }
-            Ok(maps[&path].load(&t.name, &candle_core::Device::Cpu)?)
-        };
-        let words = load(&mut maps, m.weight)?.flatten_all()?.to_vec1::<u32>()?;
-        let f32v = |t: candle_core::Tensor| -> Result<Vec<f32>> {
-            Ok(t.to_dtype(candle_core::DType::F32)?
-                .flatten_all()?
-                .to_vec1::<f32>()?)
-        };
-        let mut scales = f32v(load(&mut maps, m.scales)?)?;
-        let mut biases = f32v(load(&mut maps, m.biases)?)?;
-        let mut codes = source_codes(&words, m.out, m.inn, m.affine.bits);
-        let mut values = reference::mlx::dequantize_affine(
-            &words,
-            &scales,
-            &biases,
-            m.out,
-            m.inn,
-            m.affine.bits,
-            m.affine.group,
-        );
-        if let Some(heads) = crate::convert::permute_heads(hf, a, &name) {
-            // llama.cpp's Q/K row order (spec §4.3), applied to the source's rows.
-            codes = crate::convert::permute_qk(&codes, m.out, heads);
-            scales = crate::convert::permute_qk(&scales, m.out, heads);
-            biases = crate::convert::permute_qk(&biases, m.out, heads);
-            values = crate::convert::permute_qk(&values, m.out, heads);
-        }
+        let src = source_module(&mut src_maps, m, a, &name)?;
         let mut stored = vec![0u8; info.size as usize];
         file.seek(SeekFrom::Start(info.file_offset))?;
         file.read_exact(&mut stored)
             .with_context(|| format!("reading {name}"))?;
-        // ggml's own dequantization of what is stored, against the named formula.
-        if ty != GgmlType::F32 {
-            let mut ggml_vals = vec![0f32; m.out * m.inn];
-            llama_runtime::ggml_to_float(ty.id(), &stored, &mut ggml_vals)
-                .map_err(|e| anyhow::anyhow!("Gate 1: ggml to_float of {name}: {e}"))?;
-            r.ggml_to_float_checked += 1;
-            if bits_of(&ggml_vals) == bits_of(&values) {
-                r.ggml_to_float_agrees += 1;
-            }
-        }
+        let mc = ModuleCheck {
+            ty,
+            stored: &stored,
+            src: &src,
+            m,
+            name: &name,
+        };
+        mc.to_float(&mut r)?;
         match ty {
-            GgmlType::Q4_1 | GgmlType::Q5_1 => {
-                r.exact_tensors += 1;
-                let (dm, got_codes) = stored_fields(ty, &stored);
-                let gpr = m.inn / m.affine.group;
-                let mut field_err = None;
-                if got_codes != codes {
-                    let i = got_codes
-                        .iter()
-                        .zip(&codes)
-                        .position(|(x, y)| x != y)
-                        .unwrap_or(0);
-                    field_err = Some(format!(
-                        "code {i} (row {}, column {}) stored {}, source {}",
-                        i / m.inn,
-                        i % m.inn,
-                        got_codes.get(i).copied().unwrap_or(0),
-                        codes.get(i).copied().unwrap_or(0)
-                    ));
-                }
-                for (b, (d, mm)) in dm.iter().enumerate() {
-                    if field_err.is_some() {
-                        break;
-                    }
-                    let i0 = b * 32;
-                    let g = (i0 / m.inn) * gpr + (i0 % m.inn) / m.affine.group;
-                    let d_ok = gguf::dequant::f16_to_f32(*d).to_bits() == scales[g].to_bits();
-                    let m_ok = gguf::dequant::f16_to_f32(*mm).to_bits() == biases[g].to_bits();
-                    if !(d_ok && m_ok) {
-                        field_err = Some(format!(
-                            "block {b}: d {d:#06x} / m {mm:#06x} vs source scale {} / bias {}",
-                            scales[g], biases[g]
-                        ));
-                    }
-                }
-                match field_err {
-                    None => r.fields_identical += 1,
-                    Some(e) => blockers.push(Blocker::new(1, BlockerCode::AffineFields, &name, e)),
-                }
-                // The named formula on the stored fields.
-                let mut from_file = Vec::with_capacity(got_codes.len());
-                for (i, q) in got_codes.iter().enumerate() {
-                    let (d, mm) = dm[i / 32];
-                    from_file.push(
-                        gguf::dequant::f16_to_f32(d) * *q as f32 + gguf::dequant::f16_to_f32(mm),
-                    );
-                }
-                if bits_of(&from_file) == bits_of(&values) {
-                    r.values_identical += 1;
-                } else {
-                    let i = from_file
-                        .iter()
-                        .zip(&values)
-                        .position(|(x, y)| x.to_bits() != y.to_bits())
-                        .unwrap_or(0);
-                    blockers.push(Blocker::new(
-                        1,
-                        BlockerCode::AffineValues,
-                        &name,
-                        format!(
-                            "value {i}: file {:e}, source {:e} (named formula, u32 view)",
-                            from_file.get(i).copied().unwrap_or(0.0),
-                            values.get(i).copied().unwrap_or(0.0)
-                        ),
-                    ));
-                }
-            }
-            other => {
-                r.fallback_tensors += 1;
-                let (want, _) = mlx::encode_fallback(other, &values, &name)?;
-                if want == stored {
-                    r.fallback_identical += 1;
-                } else {
-                    let i = want
-                        .iter()
-                        .zip(&stored)
-                        .position(|(x, y)| x != y)
-                        .unwrap_or(0);
-                    blockers.push(Blocker::new(1, BlockerCode::FallbackBits, &name, format!("stored {other} bytes differ from the declared encoding of the source's named-formula values at byte {i}")));
-                }
-            }
+            GgmlType::Q4_1 | GgmlType::Q5_1 => mc.exact(&mut r, blockers),
+            _ => mc.fallback(&mut r, blockers)?,
         }
     }
     Ok((r, cov))

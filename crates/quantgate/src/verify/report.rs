@@ -11,6 +11,18 @@ use super::VerifyReport;
 /// Markdown summary.
 pub fn markdown(r: &VerifyReport) -> String {
     let mut s = String::new();
+    header(&mut s, r);
+    gate1(&mut s, r);
+    gate2_tokenizer(&mut s, r);
+    gate2_vectors(&mut s, r);
+    gate2_logits(&mut s, r);
+    gate3(&mut s, r);
+    blockers_and_notes(&mut s, r);
+    s
+}
+
+/// The verdict, versions, thresholds, llama.cpp context and the inputs table.
+fn header(s: &mut String, r: &VerifyReport) {
     let _ = writeln!(s, "# quantgate verify: {}\n", r.verdict);
     let _ = writeln!(s, "- quantgate {} · runtime {}", r.quantgate, r.llama_cpp);
     let _ = writeln!(
@@ -28,6 +40,10 @@ pub fn markdown(r: &VerifyReport) -> String {
     for i in &r.inputs {
         let _ = writeln!(s, "| {} | `{}` |", i.path, i.sha256);
     }
+}
+
+/// The Gate 1 section, with the already-quantized line when there is one.
+fn gate1(s: &mut String, r: &VerifyReport) {
     let _ = writeln!(s, "\n## Gate 1: stored bits (read back by ggml)\n");
     let _ = writeln!(
         s,
@@ -47,6 +63,10 @@ pub fn markdown(r: &VerifyReport) -> String {
             a.fallback_identical, a.fallback_tensors, a.ggml_to_float_agrees, a.ggml_to_float_checked
         );
     }
+}
+
+/// The Gate 2 tokenizer table, if that check ran.
+fn gate2_tokenizer(s: &mut String, r: &VerifyReport) {
     if let Some(t) = &r.gate2_tokenizer {
         let _ = writeln!(s, "\n## Gate 2: tokenizer ({} texts)\n\n| add_special | parse_special | matched | first mismatch |\n|---|---|---|---|", t.texts);
         for m in &t.modes {
@@ -66,6 +86,10 @@ pub fn markdown(r: &VerifyReport) -> String {
             );
         }
     }
+}
+
+/// The Gate 2 vectors section, if that check ran.
+fn gate2_vectors(s: &mut String, r: &VerifyReport) {
     if let Some(v) = &r.gate2_vectors {
         let _ = writeln!(
             s,
@@ -78,6 +102,10 @@ pub fn markdown(r: &VerifyReport) -> String {
             v.top1_identical, v.queries, v.n_embd, v.llama_pooling, v.llama_ms_per_text
         );
     }
+}
+
+/// The Gate 2 logits section and the as-shipped line, if those checks ran.
+fn gate2_logits(s: &mut String, r: &VerifyReport) {
     if let Some(l) = &r.gate2_logits {
         let judged = if r.gate2_logits_as_shipped.is_some() {
             " (judged on the F32 expansion of the stored values)"
@@ -98,12 +126,20 @@ pub fn markdown(r: &VerifyReport) -> String {
             l.min_cosine, l.top1_agreement, l.mean_kld
         );
     }
+}
+
+/// The Gate 3 section with its manifest, if that gate ran.
+fn gate3(s: &mut String, r: &VerifyReport) {
     if let Some(g) = &r.gate3 {
         let _ = writeln!(s, "\n## Gate 3: release\n\n- {} · n_embd {} · load {:.0} ms · embed {:.0} ms · top-1 {:?}\n\n| file | sha256 |\n|---|---|", g.gguf, g.n_embd, g.load_ms, g.embed_ms, g.top1);
         for m in &g.manifest {
             let _ = writeln!(s, "| {} | `{}` |", m.path, m.sha256);
         }
     }
+}
+
+/// The blockers list and, when there are any, the notes.
+fn blockers_and_notes(s: &mut String, r: &VerifyReport) {
     let _ = writeln!(s, "\n## Blockers ({})\n", r.blockers.len());
     for b in &r.blockers {
         let _ = writeln!(
@@ -118,7 +154,6 @@ pub fn markdown(r: &VerifyReport) -> String {
             let _ = writeln!(s, "- {n}");
         }
     }
-    s
 }
 
 /// Writes report.json and report.md into `dir`.
