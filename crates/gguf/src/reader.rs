@@ -37,7 +37,7 @@ pub const MAX_TENSORS: u64 = 1 << 18;
 /// so this bounds memory at a few hundred MB whatever the file holds.
 pub const MAX_TOTAL_ARRAY_ELEMENTS: u64 = 1 << 23;
 /// The metadata key holding the alignment.
-pub const KEY_ALIGNMENT: &str = "general.alignment";
+pub const KEY_ALIGNMENT: &str = crate::keys::general::ALIGNMENT;
 
 /// One tensor info, as stored.
 #[derive(Clone, Debug, PartialEq)]
@@ -297,7 +297,8 @@ impl Header {
 
     /// `general.architecture`, if present and a string.
     pub fn architecture(&self) -> Option<&str> {
-        self.get("general.architecture").and_then(Value::as_str)
+        self.get(crate::keys::general::ARCHITECTURE)
+            .and_then(Value::as_str)
     }
 
     /// The tensor info named `name`.

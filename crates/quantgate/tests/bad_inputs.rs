@@ -34,34 +34,15 @@ fn outputs_never_overwrite_inputs() {
     .unwrap();
     let before = quantgate::hash::sha256_file(&model).unwrap();
     let wiki = common::wiki();
+    // One chunk of 64 tokens, the output flag pointing at the model itself.
+    let one_chunk = |sub: &'static str, out_flag: &'static str| -> Vec<&str> {
+        let (m, w) = (s(&model), s(&wiki));
+        vec!["eval", sub, m, "-f", w, "-c", "64", "--chunks", "1", out_flag, m]
+    };
     let cases: Vec<Vec<&str>> = vec![
         vec!["quantize", s(&model), s(&model), "Q8_0"],
-        vec![
-            "eval",
-            "ppl",
-            s(&model),
-            "-f",
-            s(&wiki),
-            "-c",
-            "64",
-            "--chunks",
-            "1",
-            "--json",
-            s(&model),
-        ],
-        vec![
-            "eval",
-            "kld-base",
-            s(&model),
-            "-f",
-            s(&wiki),
-            "-c",
-            "64",
-            "--chunks",
-            "1",
-            "--out",
-            s(&model),
-        ],
+        one_chunk("ppl", "--json"),
+        one_chunk("kld-base", "--out"),
     ];
     for args in &cases {
         let (code, err) = qg(args);

@@ -12,7 +12,7 @@ fn eval_bench_reports_pp_and_tg_with_per_replicate_ratios() {
     // The same file twice: the ratio is about 1 (timing noise only).
     // One thread: with two, any other process on a 2-core machine makes every graph barrier
     // wait for a descheduled thread (seen in CI: tg8 at 0.3–1.3 t/s instead of ~100).
-    let rows = quantgate::eval::bench::run(&[q.clone(), q], 64, 8, 2, 1).unwrap();
+    let rows = quantgate::eval::llama_bench::run(&[q.clone(), q], 64, 8, 2, 1).unwrap();
     assert_eq!(rows.len(), 4);
     let tests: Vec<&str> = rows.iter().map(|r| r.test.as_str()).collect();
     assert_eq!(tests, vec!["pp64", "tg8", "pp64", "tg8"]);
@@ -20,7 +20,7 @@ fn eval_bench_reports_pp_and_tg_with_per_replicate_ratios() {
         assert_eq!(r.samples_ts.len(), 2);
         assert!(r.avg_ts > 1.0 && r.avg_ts.is_finite(), "{r:?}");
     }
-    let ratio = quantgate::eval::bench::ratios(&rows[0], &rows[2]);
+    let ratio = quantgate::eval::llama_bench::ratios(&rows[0], &rows[2]);
     assert_eq!(ratio.len(), 2);
     assert!(ratio.iter().all(|x| *x > 0.2 && *x < 5.0), "{ratio:?}");
 }

@@ -10,7 +10,7 @@ use clap::Subcommand;
 use quantgate::eval::record::{self, EvalRecord, RunSettings};
 
 use super::{exit::usage, Status};
-use quantgate::eval::{bench, hellaswag, kld, ppl};
+use quantgate::eval::{hellaswag, kld, llama_bench, ppl};
 use super::progress;
 
 #[derive(Subcommand)]
@@ -373,8 +373,8 @@ fn bench(
         return Err(usage("--reps and one of -p/-n must be at least 1"));
     }
     check_args(threads, &refs(&json_outputs(&json)?), &refs(models))?;
-    let rows = bench::run(models, n_prompt, n_gen, reps, threads)?;
-    let c = bench::context_params(n_prompt, n_gen, threads);
+    let rows = llama_bench::run(models, n_prompt, n_gen, reps, threads)?;
+    let c = llama_bench::context_params(n_prompt, n_gen, threads);
     println!(
         "runtime: {} · threads {threads} · n_ctx {} · n_batch {} · n_ubatch {} · KV F16",
         llama_runtime::build_info(),
@@ -386,19 +386,19 @@ fn bench(
     for r in &rows {
         println!(
             "| {} | {:.1} MiB | {} | {:.2} ± {:.2} |",
-            bench::short_name(&r.model),
+            llama_bench::short_name(&r.model),
             r.file_bytes as f64 / 1048576.0,
             r.test,
             r.avg_ts,
             r.stddev_ts
         );
     }
-    let table = bench::ratio_table(&rows);
+    let table = llama_bench::ratio_table(&rows);
     for q in &table {
         println!(
             "ratio {} / {} {}: {:.3} ± {:.3} (per replicate {:?})",
-            bench::short_name(&q.model),
-            bench::short_name(&q.base),
+            llama_bench::short_name(&q.model),
+            llama_bench::short_name(&q.base),
             q.test,
             q.mean,
             q.sd,
@@ -424,7 +424,7 @@ fn bench(
                 .map_or(0.0, |r| r.load_ms)
         })
         .collect();
-    let result = bench::BenchResult {
+    let result = llama_bench::BenchResult {
         rows,
         ratios: table,
     };

@@ -50,36 +50,70 @@ pub fn usage(msg: impl Into<String>) -> anyhow::Error {
 /// Whether `e` is a runtime failure (exit 3) rather than a usage or input error: llama.cpp
 /// failed to create a context, decode or quantize, or a write met a full disk or quota.
 fn is_runtime_failure(e: &anyhow::Error) -> bool {
+    let disk_full = |io: &std::io::Error| {
+        io.raw_os_error()
+            .is_some_and(|n| n == libc::ENOSPC || n == libc::EDQUOT)
+    };
     e.chain().any(|c| {
         matches!(
             c.downcast_ref::<llama_runtime::RuntimeError>(),
             Some(llama_runtime::RuntimeError::Eval { .. })
-        ) || c
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.raw_os_error())
-            .is_some_and(|n| n == libc::ENOSPC || n == libc::EDQUOT)
+        ) || c.downcast_ref::<std::io::Error>().is_some_and(disk_full)
+            // The GGUF writer's I/O errors carry the path and keep the cause as a field.
+            || matches!(c.downcast_ref::<gguf::Error>(), Some(gguf::Error::Io { cause, .. }) if disk_full(cause))
     })
+}
+
+/// The exit status of `outcome` when signal `sig` (if any) was received.
+fn status_byte(outcome: &anyhow::Result<Status>, sig: Option<i32>) -> u8 {
+    // 128 + signal, as shells report a command stopped by it.
+    let signal = |s: i32| (128 + s).clamp(0, 255) as u8;
+    match (outcome, sig) {
+        (Ok(Status::Success), _) => 0,
+        // A command that stopped between units on a signal (`run`) reports the signal.
+        (Ok(Status::CheckFailed), Some(s)) | (Err(_), Some(s)) => signal(s),
+        (Ok(Status::CheckFailed), None) => 1,
+        (Err(e), None) if is_runtime_failure(e) => 3,
+        (Err(_), None) => 2,
+    }
 }
 
 /// The exit status of a subcommand's outcome; prints the error (with its causes) to stderr.
 pub fn code(outcome: anyhow::Result<Status>) -> ExitCode {
-    let sig = quantgate::interrupt::received();
-    match outcome {
-        Ok(Status::Success) => ExitCode::SUCCESS,
-        // A command that stopped between units on a signal (`run`) reports the signal.
-        Ok(Status::CheckFailed) => sig.map_or(ExitCode::from(1), signal_code),
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            match sig {
-                Some(s) => signal_code(s),
-                None if is_runtime_failure(&e) => ExitCode::from(3),
-                None => ExitCode::from(2),
-            }
-        }
+    if let Err(e) = &outcome {
+        eprintln!("error: {e:#}");
     }
+    ExitCode::from(status_byte(&outcome, quantgate::interrupt::received()))
 }
 
-/// 128 + signal, as shells report a command stopped by it.
-fn signal_code(sig: i32) -> ExitCode {
-    ExitCode::from((128 + sig).clamp(0, 255) as u8)
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llama_runtime::RuntimeError;
+
+    #[test]
+    fn each_outcome_has_its_status() {
+        let st = |o: anyhow::Result<Status>| status_byte(&o, None);
+        assert_eq!(st(Ok(Status::Success)), 0);
+        assert_eq!(st(Ok(Status::CheckFailed)), 1);
+        assert_eq!(st(Err(usage("--reps 0"))), 2);
+        // A file llama.cpp refuses to load is an input error; a refused computation is not.
+        let load = RuntimeError::Load { path: "m.gguf".into() };
+        assert_eq!(st(Err(anyhow::Error::from(load).context("eval ppl"))), 2);
+        let eval = RuntimeError::Eval {
+            call: "llama_decode",
+            detail: "returned 1".into(),
+        };
+        assert_eq!(st(Err(anyhow::Error::from(eval).context("eval ppl"))), 3);
+        let full = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        assert_eq!(st(Err(anyhow::Error::from(full).context("out.gguf"))), 3);
+        let full = gguf::Error::Io {
+            path: "out.gguf".into(),
+            cause: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        assert_eq!(st(Err(full.into())), 3);
+        assert_eq!(status_byte(&Ok(Status::CheckFailed), Some(15)), 143);
+        assert_eq!(status_byte(&Err(usage("x")), Some(2)), 130);
+        assert_eq!(status_byte(&Ok(Status::Success), Some(15)), 0);
+    }
 }

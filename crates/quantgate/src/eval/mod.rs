@@ -1,6 +1,7 @@
 //! `quantgate eval`: measurements numerically compatible with llama.cpp's own tools.
 
-pub mod bench;
+/// `eval bench`: pp/tg throughput as llama-bench measures it.
+pub mod llama_bench;
 pub mod hellaswag;
 pub mod kld;
 pub mod ppl;

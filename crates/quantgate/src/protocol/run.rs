@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::env::{self, Environment};
 use super::quantities::{name, quantity, Quantities, Quantity};
 use super::{Loaded, ModelSpec, Step, Tolerances};
-use crate::eval::bench::BenchResult;
+use crate::eval::llama_bench::BenchResult;
 use crate::eval::hellaswag::HellaswagResult;
 use crate::eval::kld::KldResult;
 use crate::eval::ppl::PplResult;
