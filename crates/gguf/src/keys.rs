@@ -105,9 +105,15 @@ mod tests {
 
     #[test]
     fn templates_and_specials() {
-        assert_eq!(arch_key(llm::HEAD_COUNT_KV, "qwen3"), "qwen3.attention.head_count_kv");
+        assert_eq!(
+            arch_key(llm::HEAD_COUNT_KV, "qwen3"),
+            "qwen3.attention.head_count_kv"
+        );
         assert_eq!(tokenizer::special_id("bos"), "tokenizer.ggml.bos_token_id");
-        assert_eq!(tokenizer::special_id("sep"), "tokenizer.ggml.seperator_token_id");
+        assert_eq!(
+            tokenizer::special_id("sep"),
+            "tokenizer.ggml.seperator_token_id"
+        );
         assert_eq!(tokenizer::add_token("eos"), "tokenizer.ggml.add_eos_token");
     }
 }

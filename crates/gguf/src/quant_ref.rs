@@ -986,7 +986,18 @@ mod tests {
         use GgmlType as T;
         assert_eq!(
             SUPPORTED,
-            [T::Q4_0, T::Q4_1, T::Q5_0, T::Q5_1, T::Q8_0, T::Q2_K, T::Q3_K, T::Q4_K, T::Q5_K, T::Q6_K]
+            [
+                T::Q4_0,
+                T::Q4_1,
+                T::Q5_0,
+                T::Q5_1,
+                T::Q8_0,
+                T::Q2_K,
+                T::Q3_K,
+                T::Q4_K,
+                T::Q5_K,
+                T::Q6_K
+            ]
         );
     }
 

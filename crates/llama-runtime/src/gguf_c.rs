@@ -74,8 +74,10 @@ impl CGguf {
     /// Errors: ggml refused the file ([`RuntimeError::Load`]).
     pub fn open(path: &Path) -> Result<CGguf, RuntimeError> {
         crate::init();
+        let mark = crate::log::mark();
         let load = || RuntimeError::Load {
             path: path.display().to_string(),
+            log: crate::load_log(mark),
         };
         let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| load())?;
         let params = sys::gguf_init_params {

@@ -16,6 +16,7 @@ pub use llama_cpp_sys_2 as sys;
 mod context;
 mod ggml;
 mod gguf_c;
+pub mod log;
 mod model;
 mod quantize;
 
@@ -46,12 +47,13 @@ pub enum RuntimeError {
         detail: String,
     },
     /// llama.cpp could not load a model file.
-    #[error(
-        "{path}: llama.cpp could not load the model (run with QUANTGATE_LLAMA_LOG=1 for its log)"
-    )]
+    #[error("{path}: llama.cpp could not load the model: {log}")]
     Load {
         /// The model or GGUF file path (`Path::display`).
         path: String,
+        /// llama.cpp's own error lines for this load (see [`log`]), or a hint when it logged
+        /// none.
+        log: String,
     },
     /// A llama.cpp call failed: context creation, evaluation or `llama_model_quantize`.
     #[error("llama.cpp {call} failed: {detail}")]
@@ -103,26 +105,35 @@ pub(crate) fn cstr(p: *const std::os::raw::c_char) -> String {
 }
 
 /// Initialises the llama.cpp backend once per process (`llama_backend_init`) and routes
-/// llama.cpp's log to stderr only when `QUANTGATE_LLAMA_LOG=1` (it is very chatty).
+/// llama.cpp's log through [`log`]: its error lines are kept to explain a refusal, and all of it
+/// goes to stderr only when `QUANTGATE_LLAMA_LOG=1` (it is very chatty).
 pub fn init() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let verbose = std::env::var("QUANTGATE_LLAMA_LOG").is_ok_and(|v| v == "1");
-        // SAFETY: a static callback with no user data; set before any other llama.cpp call.
+        // A non-null user pointer tells the callback to echo (it is never dereferenced).
+        let echo = if verbose {
+            std::ptr::NonNull::<std::os::raw::c_void>::dangling().as_ptr()
+        } else {
+            std::ptr::null_mut()
+        };
+        // SAFETY: a static callback; set before any other llama.cpp call. ggml's own log
+        // (gguf reader) goes through the same callback.
         unsafe {
-            if !verbose {
-                sys::llama_log_set(Some(quiet_log), std::ptr::null_mut());
-            }
+            sys::llama_log_set(Some(log::capture), echo);
             sys::llama_backend_init();
         }
     });
 }
 
-unsafe extern "C" fn quiet_log(
-    _level: sys::ggml_log_level,
-    _text: *const std::os::raw::c_char,
-    _user_data: *mut std::os::raw::c_void,
-) {
+/// The `log` of a [`RuntimeError::Load`]: llama.cpp's error lines since `mark`, or a hint.
+pub(crate) fn load_log(mark: u64) -> String {
+    let l = log::errors_since(mark);
+    if l.is_empty() {
+        "llama.cpp logged no error (run with QUANTGATE_LLAMA_LOG=1 for its full log)".into()
+    } else {
+        l
+    }
 }
 
 /// The linked build's identity.

@@ -34,9 +34,11 @@ impl Model {
     /// Errors: [`RuntimeError::Load`] naming the file when llama.cpp refuses it.
     pub fn load(path: &Path, vocab_only: bool) -> Result<Model, RuntimeError> {
         init();
+        let mark = crate::log::mark();
         let c =
             CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| RuntimeError::Load {
                 path: path.display().to_string(),
+                log: "the path contains a NUL byte".into(),
             })?;
         // SAFETY: default params from llama.cpp, adjusted by plain field writes.
         let mut params = unsafe { sys::llama_model_default_params() };
@@ -51,6 +53,7 @@ impl Model {
             })
             .ok_or_else(|| RuntimeError::Load {
                 path: path.display().to_string(),
+                log: crate::load_log(mark),
             })
     }
 

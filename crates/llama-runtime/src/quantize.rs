@@ -1,5 +1,6 @@
-//! llama.cpp's own quantizer (`llama_model_quantize`, `src/llama-quant.cpp`), written through a
-//! temporary file in the target folder and renamed only on success.
+//! llama.cpp's own quantizer (`llama_model_quantize`, `src/llama-quant.cpp`). It writes to the
+//! path it is given, which the caller makes a temp file beside the final output and renames
+//! only after its own checks.
 
 use std::ffi::CString;
 use std::path::Path;
@@ -7,7 +8,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::{init, sys, RuntimeError};
 
-/// The temp file of the quantization in progress, for the signal handler.
+/// The file being written, for the signal handler.
 static TMP_PATH: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
 
 /// SIGINT/SIGTERM during `llama_model_quantize` (which cannot be interrupted): remove the temp
@@ -23,10 +24,13 @@ extern "C" fn remove_tmp_and_exit(sig: libc::c_int) {
     }
 }
 
-/// Quantizes `input` to `output` as llama.cpp ftype `ftype` (`LLAMA_FTYPE_*`, e.g. 15 =
-/// Q4_K_M) with `nthread` threads and no importance matrix.
+/// Quantizes `input` into `output` (overwritten; the caller's temp file) as llama.cpp ftype
+/// `ftype` (`LLAMA_FTYPE_*`, e.g. 15 = Q4_K_M) with `nthread` threads and no importance matrix.
+/// SIGINT/SIGTERM during the call (which llama.cpp cannot interrupt) remove `output` and exit
+/// with 128 + signal.
 ///
-/// Errors: llama.cpp's non-zero return (unreadable input, unsupported type …), or a failed rename.
+/// Errors: llama.cpp's non-zero return (unreadable input, unsupported type, a failed write),
+/// with llama.cpp's own error lines.
 pub fn quantize_model(
     input: &Path,
     output: &Path,
@@ -38,18 +42,10 @@ pub fn quantize_model(
         call: "llama_model_quantize",
         detail,
     };
-    let dir = output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let mark = crate::log::mark();
     let cin = CString::new(input.as_os_str().as_encoded_bytes())
         .map_err(|_| fail("NUL in input path".into()))?;
-    let cout = CString::new(tmp.as_os_str().as_encoded_bytes())
+    let cout = CString::new(output.as_os_str().as_encoded_bytes())
         .map_err(|_| fail("NUL in output path".into()))?;
     TMP_PATH.store(cout.as_ptr() as *mut libc::c_char, Ordering::SeqCst);
     let handler = remove_tmp_and_exit as extern "C" fn(libc::c_int) as libc::sighandler_t;
@@ -74,14 +70,12 @@ pub fn quantize_model(
     }
     TMP_PATH.store(std::ptr::null_mut(), Ordering::SeqCst);
     if rc != 0 {
-        let _ = std::fs::remove_file(&tmp);
         return Err(fail(format!(
-            "returned {rc} for {} → ftype {ftype}",
-            input.display()
+            "returned {rc} for {} → {} (ftype {ftype}): {}",
+            input.display(),
+            output.display(),
+            crate::load_log(mark)
         )));
     }
-    std::fs::rename(&tmp, output).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        fail(format!("rename to {}: {e}", output.display()))
-    })
+    Ok(())
 }

@@ -40,11 +40,7 @@ pub fn fetch_inputs() -> Result<()> {
     );
     let st = std::process::Command::new("bash").arg(script).status()?;
     ensure!(st.success(), "scripts/fetch-models.sh failed ({st})");
-    ensure!(
-        inputs_ready()?,
-        "{}: sha256 mismatch",
-        weights().display()
-    );
+    ensure!(inputs_ready()?, "{}: sha256 mismatch", weights().display());
     Ok(())
 }
 

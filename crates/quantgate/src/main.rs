@@ -52,6 +52,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A closed pipe (`quantgate inspect --tensors F | head -1`) ends the process quietly, as it
+    // ends C tools, instead of a panic in println!.
+    // SAFETY: restoring the default disposition before any thread or output exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let outcome = match Cli::parse().command {
         Command::Inspect(a) => cli::inspect::run(a),
         Command::Convert(a) => cli::convert::run(a),

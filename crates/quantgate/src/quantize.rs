@@ -2,10 +2,10 @@
 //! tensor got and of every fallback (a row length that is not a multiple of the requested
 //! type's block size, so llama.cpp chose another type).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Result};
-use gguf::{Gguf, LlamaFtype};
+use anyhow::{anyhow, bail, Context, Result};
+use gguf::{GgmlType, Gguf, LlamaFtype};
 use serde::Serialize;
 
 /// One output tensor.
@@ -33,9 +33,9 @@ pub struct QuantizeReport {
     pub gate1: crate::verify::requant::RequantReport,
 }
 
-/// Quantizes `input` → `output` as `ftype` (e.g. `Q4_K_M`) with `threads`.
-pub fn quantize(input: &Path, output: &Path, ftype: &str, threads: i32) -> Result<QuantizeReport> {
-    let LlamaFtype { name, id, base, .. } = LlamaFtype::by_name(ftype)
+/// The file type named `ftype` (`Q4_K_M` …) when `quantize` accepts it.
+fn target(ftype: &str) -> Result<LlamaFtype> {
+    LlamaFtype::by_name(ftype)
         .filter(|t| t.quantize_target)
         .ok_or_else(|| {
             anyhow!(
@@ -45,14 +45,30 @@ pub fn quantize(input: &Path, output: &Path, ftype: &str, threads: i32) -> Resul
                     .collect::<Vec<_>>()
                     .join(", ")
             )
-        })?;
-    // Validate the input with our reader first: a clear error beats llama.cpp's log.
-    Gguf::open(input)?;
-    crate::paths::ensure_output_distinct(output, &[input])?;
-    let t0 = std::time::Instant::now();
-    llama_runtime::quantize_model(input, output, id, threads)?;
-    let seconds = t0.elapsed().as_secs_f64();
-    let g = Gguf::open(output)?;
+        })
+}
+
+/// Where a file that failed the byte-for-byte check is kept: beside the output, never at it.
+pub fn failed_path(output: &Path) -> PathBuf {
+    let mut name = output.file_name().unwrap_or_default().to_os_string();
+    name.push(".failed-check");
+    output.with_file_name(name)
+}
+
+/// Why llama.cpp's write may have failed when its log does not say: a full file system.
+fn disk_hint(dir: &Path) -> Option<String> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: zeroed statvfs is a valid out-parameter; c is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    (st.f_bavail == 0).then(|| format!("{}: no space left on device (ENOSPC)", dir.display()))
+}
+
+/// The tensors of the quantized file, and the fallbacks: rows that are not a multiple of the
+/// base type's block size, so llama.cpp chose another type.
+fn tensors_and_fallbacks(g: &Gguf, base: GgmlType) -> (Vec<QuantizedTensor>, Vec<String>) {
     let mut tensors = Vec::new();
     let mut fallbacks = Vec::new();
     for t in &g.header.tensors {
@@ -72,17 +88,66 @@ pub fn quantize(input: &Path, output: &Path, ftype: &str, threads: i32) -> Resul
             ne: t.dims.clone(),
         });
     }
+    (tensors, fallbacks)
+}
+
+/// Quantizes `input` → `output` as `ftype` (e.g. `Q4_K_M`) with `threads`, into a temp file
+/// beside `output` that is renamed to `output` only when every tensor passed Gate 1 (the
+/// byte-for-byte re-quantization). A file that fails it is kept at [`failed_path`], never at
+/// `output`. SIGINT/SIGTERM at any moment leave nothing at `output` (exit 128 + signal).
+///
+/// Errors: an unknown type, an unreadable or non-regular input, an output that is an input,
+/// llama.cpp's refusal (with its log lines and the path), a disk error naming the path, or an
+/// interruption.
+pub fn quantize(input: &Path, output: &Path, ftype: &str, threads: i32) -> Result<QuantizeReport> {
+    let LlamaFtype { name, id, base, .. } = target(ftype)?;
+    crate::paths::ensure_regular_file(input)?;
+    // Validate the input with our reader first: a clear error beats llama.cpp's log.
+    Gguf::open(input)?;
+    crate::paths::ensure_output_distinct(output, &[input])?;
+    crate::interrupt::install();
+    let dir = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = tempfile::Builder::new()
+        .prefix(".quantgate-quantize-")
+        .suffix(".gguf.tmp")
+        .tempfile_in(dir)
+        .with_context(|| format!("{}: cannot create a temp file", dir.display()))?;
+    crate::interrupt::check()?;
+    let t0 = std::time::Instant::now();
+    llama_runtime::quantize_model(input, tmp.path(), id, threads).map_err(|e| {
+        match disk_hint(dir) {
+            Some(h) => anyhow::Error::from(e).context(h),
+            None => e.into(),
+        }
+    })?;
+    let seconds = t0.elapsed().as_secs_f64();
+    crate::interrupt::check()?;
+    let g = Gguf::open(tmp.path())?;
+    let (tensors, fallbacks) = tensors_and_fallbacks(&g, base);
     if tensors.is_empty() {
         bail!("{}: no tensors written", output.display());
     }
-    let gate1 = crate::verify::requant::check(input, output)?;
+    let file_bytes = g.bytes().len() as u64;
+    drop(g);
+    let mut gate1 = crate::verify::requant::check(input, tmp.path())?;
+    let kept = if gate1.pass {
+        output.to_path_buf()
+    } else {
+        failed_path(output)
+    };
+    tmp.persist(&kept)
+        .map_err(|e| anyhow!("{}: {}", kept.display(), e.error))?;
+    gate1.quantized = kept.display().to_string();
     Ok(QuantizeReport {
         input: input.display().to_string(),
-        output: output.display().to_string(),
+        output: kept.display().to_string(),
         ftype: name.into(),
         tensors,
         fallbacks,
-        file_bytes: g.bytes().len() as u64,
+        file_bytes,
         seconds,
         gate1,
     })

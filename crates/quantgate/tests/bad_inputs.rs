@@ -6,13 +6,9 @@ mod common;
 
 use std::path::Path;
 
-
 /// Runs quantgate with `args`; returns (exit code, stderr).
 fn qg(args: &[&str]) -> (Option<i32>, String) {
-    let o = common::qg()
-        .args(args)
-        .output()
-        .unwrap();
+    let o = common::qg().args(args).output().unwrap();
     (
         o.status.code(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -27,17 +23,15 @@ fn s(p: &Path) -> &str {
 fn outputs_never_overwrite_inputs() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tmp.path().join("m.gguf");
-    std::fs::copy(
-        common::smollm2_q4_1(),
-        &model,
-    )
-    .unwrap();
+    std::fs::copy(common::smollm2_q4_1(), &model).unwrap();
     let before = quantgate::hash::sha256_file(&model).unwrap();
     let wiki = common::wiki();
     // One chunk of 64 tokens, the output flag pointing at the model itself.
     let one_chunk = |sub: &'static str, out_flag: &'static str| -> Vec<&str> {
         let (m, w) = (s(&model), s(&wiki));
-        vec!["eval", sub, m, "-f", w, "-c", "64", "--chunks", "1", out_flag, m]
+        vec![
+            "eval", sub, m, "-f", w, "-c", "64", "--chunks", "1", out_flag, m,
+        ]
     };
     let cases: Vec<Vec<&str>> = vec![
         vec!["quantize", s(&model), s(&model), "Q8_0"],

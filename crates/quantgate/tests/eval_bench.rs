@@ -4,8 +4,6 @@
 
 mod common;
 
-
-
 #[test]
 fn eval_bench_reports_pp_and_tg_with_per_replicate_ratios() {
     let q = common::smollm2_q4_1();

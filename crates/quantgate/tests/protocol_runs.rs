@@ -7,7 +7,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-
 use serde_json::Value;
 
 use common::{json, qg, repo as root};

@@ -6,7 +6,6 @@ mod common;
 
 use std::path::PathBuf;
 
-
 use gguf::{Gguf, Header};
 use quantgate::{check_dequant, hash};
 
@@ -31,7 +30,6 @@ const MODELS: &[Model] = &[
         types: &["F32", "Q4_K", "Q5_0", "Q6_K", "Q8_0"],
     },
 ];
-
 
 fn path(m: &Model) -> PathBuf {
     common::model(m.file)

@@ -3,8 +3,6 @@
 
 mod common;
 
-
-
 use quantgate::convert::{self, ConvertOptions, OutType};
 use quantgate::eval::ppl::{self, PplParams};
 use quantgate::eval::ref_ppl::reference_perplexity;

@@ -11,8 +11,7 @@ use quantgate::verify::{self, BlockerCode, Verdict, VerifyOptions};
 
 #[test]
 fn smollm2_fixture_to_f16_verifies_go_with_logits() {
-    let hf =
-        common::hf("SmolLM2-135M-Instruct");
+    let hf = common::hf("SmolLM2-135M-Instruct");
     assert!(
         hf.join(".complete").exists(),
         "run scripts/build-smollm2-fixture.sh first"
@@ -119,8 +118,7 @@ fn qk_permutation_moves_rotate_half_rows_to_adjacent_pairs() {
 
 #[test]
 fn quantize_q4_k_m_and_q8_0_load_in_llama_cpp_and_report_fallbacks() {
-    let hf =
-        common::hf("SmolLM2-135M-Instruct");
+    let hf = common::hf("SmolLM2-135M-Instruct");
     let dir = tempfile::tempdir().unwrap();
     let f16 = convert_f16(&hf, dir.path());
     for (ty, base) in [("Q4_K_M", "Q4_K"), ("Q8_0", "Q8_0")] {
@@ -193,8 +191,7 @@ fn quantize_q4_k_m_and_q8_0_load_in_llama_cpp_and_report_fallbacks() {
 
 #[test]
 fn kld_of_f16_against_itself_is_zero_and_q4_k_m_is_not() {
-    let hf =
-        common::hf("SmolLM2-135M-Instruct");
+    let hf = common::hf("SmolLM2-135M-Instruct");
     let wiki = common::wiki();
     let dir = tempfile::tempdir().unwrap();
     let f16 = convert_f16(&hf, dir.path());

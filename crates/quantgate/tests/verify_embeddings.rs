@@ -177,7 +177,11 @@ fn the_verifier_catches_broken_ggufs() {
     let r = run_verify(&minilm(), &p, None);
     assert_eq!(r.verdict, Verdict::NoGo);
     assert!(
-        has_blocker(&r, BlockerCode::MetadataMismatch, "tokenizer.ggml.add_eos_token"),
+        has_blocker(
+            &r,
+            BlockerCode::MetadataMismatch,
+            "tokenizer.ggml.add_eos_token"
+        ),
         "{:?}",
         r.blockers
     );

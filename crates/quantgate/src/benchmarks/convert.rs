@@ -82,7 +82,10 @@ pub fn run(
                     .stdout(Stdio::null())
                     .stderr(Stdio::null()),
             )?;
-            ensure!(m.exit_code == Some(0), "convert_hf_to_gguf.py failed: {m:?}");
+            ensure!(
+                m.exit_code == Some(0),
+                "convert_hf_to_gguf.py failed: {m:?}"
+            );
             peer_runs.push(m);
         }
     }

@@ -31,7 +31,8 @@ pub fn run(a: Args) -> anyhow::Result<Status> {
         out.display()
     );
     let num = |v: Option<f64>| v.map_or("—".to_string(), |x| format!("{x:.6}"));
-    let pct = |v: Option<f64>, p: usize| v.map_or("—".to_string(), |d| format!("{:.p$}%", 100.0 * d));
+    let pct =
+        |v: Option<f64>, p: usize| v.map_or("—".to_string(), |d| format!("{:.p$}%", 100.0 * d));
     for r in &an.rows {
         if matches!(
             r.verdict,

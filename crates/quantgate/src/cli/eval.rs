@@ -9,9 +9,9 @@ use std::time::Instant;
 use clap::Subcommand;
 use quantgate::eval::record::{self, EvalRecord, RunSettings};
 
+use super::progress;
 use super::{exit::usage, Status};
 use quantgate::eval::{hellaswag, kld, llama_bench, ppl};
-use super::progress;
 
 #[derive(Subcommand)]
 pub enum EvalCommand {
@@ -291,7 +291,15 @@ fn kld_base(
         out.display()
     );
     let s = logits_settings(threads, ctx as u32, 512, None);
-    emit(json.as_deref(), "kld-base", &[model], s, vec![r.load_ms], t0, r)
+    emit(
+        json.as_deref(),
+        "kld-base",
+        &[model],
+        s,
+        vec![r.load_ms],
+        t0,
+        r,
+    )
 }
 
 fn kld(
@@ -326,7 +334,15 @@ fn kld(
         100.0 * r.same_top_p_unc
     );
     let s = logits_settings(threads, r.n_ctx as u32, 512, None);
-    emit(json.as_deref(), "kld", &[model, base], s, vec![r.load_ms], t0, r)
+    emit(
+        json.as_deref(),
+        "kld",
+        &[model, base],
+        s,
+        vec![r.load_ms],
+        t0,
+        r,
+    )
 }
 
 fn hellaswag(
@@ -357,7 +373,15 @@ fn hellaswag(
     let r = r?;
     println!();
     let s = logits_settings(threads, ctx, 512, Some(1));
-    emit(json.as_deref(), "hellaswag", &[model], s, vec![r.load_ms], t0, r)
+    emit(
+        json.as_deref(),
+        "hellaswag",
+        &[model],
+        s,
+        vec![r.load_ms],
+        t0,
+        r,
+    )
 }
 
 fn bench(
@@ -428,7 +452,15 @@ fn bench(
         rows,
         ratios: table,
     };
-    emit(json.as_deref(), "bench", &refs(models), s, load_ms, t0, result)
+    emit(
+        json.as_deref(),
+        "bench",
+        &refs(models),
+        s,
+        load_ms,
+        t0,
+        result,
+    )
 }
 
 fn perplexity(

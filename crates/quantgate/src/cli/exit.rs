@@ -98,7 +98,10 @@ mod tests {
         assert_eq!(st(Ok(Status::CheckFailed)), 1);
         assert_eq!(st(Err(usage("--reps 0"))), 2);
         // A file llama.cpp refuses to load is an input error; a refused computation is not.
-        let load = RuntimeError::Load { path: "m.gguf".into() };
+        let load = RuntimeError::Load {
+            path: "m.gguf".into(),
+            log: "llama_model_load: error loading model".into(),
+        };
         assert_eq!(st(Err(anyhow::Error::from(load).context("eval ppl"))), 2);
         let eval = RuntimeError::Eval {
             call: "llama_decode",

@@ -89,7 +89,12 @@ const TABLE: &[(Stem, Kind, Class, &str)] = {
         (Exact("file_bytes"), NonDelta, Quality, "bytes"),
         (Exact("verify_go"), NonDelta, Quality, "1 = GO"),
         (Exact("logits_min_cosine"), NonDelta, Quality, "cosine"),
-        (Exact("logits_top1_agreement"), NonDelta, Quality, "fraction"),
+        (
+            Exact("logits_top1_agreement"),
+            NonDelta,
+            Quality,
+            "fraction",
+        ),
         (Exact("logits_mean_kld"), NonDelta, Quality, "nats"),
         (Exact("vectors_min_cosine"), NonDelta, Quality, "cosine"),
         // The unit of a delta is its measurement's (delta_ppl: PPL); see `quantity`.
@@ -193,11 +198,26 @@ mod tests {
     #[test]
     fn names_kinds_and_units_from_one_table() {
         assert_eq!(name("ppl", "F16"), "ppl[F16]");
-        assert_eq!(expected_kind("ppl[F16]"), Some((Kind::NonDelta, Class::Quality)));
-        assert_eq!(expected_kind("delta_acc_norm[Q4_K_M]"), Some((Kind::Delta, Class::Quality)));
-        assert_eq!(expected_kind("pp512_ratio[Q4_K_M/F16]"), Some((Kind::Ratio, Class::Performance)));
-        assert_eq!(expected_kind("tg128_ts[F16]"), Some((Kind::Reported, Class::Performance)));
-        assert_eq!(expected_kind("peak_rss_kib[ppl,F16]"), Some((Kind::NonDelta, Class::Performance)));
+        assert_eq!(
+            expected_kind("ppl[F16]"),
+            Some((Kind::NonDelta, Class::Quality))
+        );
+        assert_eq!(
+            expected_kind("delta_acc_norm[Q4_K_M]"),
+            Some((Kind::Delta, Class::Quality))
+        );
+        assert_eq!(
+            expected_kind("pp512_ratio[Q4_K_M/F16]"),
+            Some((Kind::Ratio, Class::Performance))
+        );
+        assert_eq!(
+            expected_kind("tg128_ts[F16]"),
+            Some((Kind::Reported, Class::Performance))
+        );
+        assert_eq!(
+            expected_kind("peak_rss_kib[ppl,F16]"),
+            Some((Kind::NonDelta, Class::Performance))
+        );
         assert_eq!(expected_kind("ppl"), None);
         assert_eq!(expected_kind("bogus[F16]"), None);
         assert_eq!(quantity("delta_ppl", 1.0).unit, "PPL");

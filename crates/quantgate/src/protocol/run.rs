@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 use super::env::{self, Environment};
 use super::quantities::{name, quantity, Quantities, Quantity};
 use super::{Loaded, ModelSpec, Step, Tolerances};
-use crate::eval::llama_bench::BenchResult;
 use crate::eval::hellaswag::HellaswagResult;
 use crate::eval::kld::KldResult;
+use crate::eval::llama_bench::BenchResult;
 use crate::eval::ppl::PplResult;
 use crate::eval::record::EvalRecord;
 use crate::interrupt;
@@ -467,7 +467,10 @@ impl Runner<'_> {
         if x.is_finite() {
             Ok(x)
         } else {
-            Err(Failure::new(step, format!("output has no number for {what}")))
+            Err(Failure::new(
+                step,
+                format!("output has no number for {what}"),
+            ))
         }
     }
 
@@ -504,10 +507,7 @@ impl Runner<'_> {
 
     /// Adds `delta_STEM[arm]` = STEM[arm] − STEM[base], judged against run 1's STEM[base].
     fn put_delta(&mut self, model: &str, stem: &str, arm: &str, base: &str) {
-        if let (Some(a), Some(b)) = (
-            self.value(model, stem, arm),
-            self.value(model, stem, base),
-        ) {
+        if let (Some(a), Some(b)) = (self.value(model, stem, arm), self.value(model, stem, base)) {
             let q = self.put(model, &format!("delta_{stem}"), arm, a - b);
             q.baseline = Some(name(stem, base));
         }
@@ -598,7 +598,10 @@ impl Runner<'_> {
                 ("logits_min_cosine", l.map(|l| l.min_cosine)),
                 ("logits_top1_agreement", l.map(|l| l.top1_agreement)),
                 ("logits_mean_kld", l.map(|l| l.mean_kld)),
-                ("vectors_min_cosine", v.gate2_vectors.as_ref().map(|v| v.min_cosine)),
+                (
+                    "vectors_min_cosine",
+                    v.gate2_vectors.as_ref().map(|v| v.min_cosine),
+                ),
             ] {
                 // A non-finite value (JSON null) is not a quantity: the verdict carries it.
                 if let Some(x) = x.filter(|x| x.is_finite()) {
@@ -609,7 +612,13 @@ impl Runner<'_> {
         Ok(())
     }
 
-    fn step_ppl(&mut self, m: &ModelSpec, text: &str, ctx: u32, chunks: usize) -> Result<(), Failure> {
+    fn step_ppl(
+        &mut self,
+        m: &ModelSpec,
+        text: &str,
+        ctx: u32,
+        chunks: usize,
+    ) -> Result<(), Failure> {
         let (model, base) = (m.name.as_str(), m.arms[0].as_str());
         let text_p = self.input_path(text);
         for arm in &m.arms {
@@ -676,7 +685,13 @@ impl Runner<'_> {
         Ok(())
     }
 
-    fn step_kld(&mut self, m: &ModelSpec, text: &str, ctx: usize, chunks: usize) -> Result<(), Failure> {
+    fn step_kld(
+        &mut self,
+        m: &ModelSpec,
+        text: &str,
+        ctx: usize,
+        chunks: usize,
+    ) -> Result<(), Failure> {
         let (model, base) = (m.name.as_str(), m.arms[0].as_str());
         let text_p = self.input_path(text);
         let logits = self
@@ -763,7 +778,8 @@ impl Runner<'_> {
             let stem = format!("{}_ratio", row.test);
             let mean = Self::finite(&label, "ratio mean", row.mean)?;
             let sd = Self::finite(&label, "ratio sd", row.sd)?;
-            self.put(model, &stem, &format!("{arm}/{base}"), mean).spread = Some(sd);
+            self.put(model, &stem, &format!("{arm}/{base}"), mean)
+                .spread = Some(sd);
         }
         self.put(model, "peak_rss_kib", "bench", rc.max_rss_kib as f64);
         Ok(())

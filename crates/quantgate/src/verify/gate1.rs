@@ -137,6 +137,114 @@ pub fn check_metadata(
     Ok(())
 }
 
+/// Keys that name or describe a model but cannot change how llama.cpp runs it (gguf-py
+/// `Keys.General` provenance fields): a file may carry them without the sources implying them.
+pub const PROVENANCE_KEYS: &[&str] = &[
+    "general.name",
+    "general.author",
+    "general.version",
+    "general.organization",
+    "general.finetune",
+    "general.basename",
+    "general.description",
+    "general.quantized_by",
+    "general.size_label",
+    "general.license",
+    "general.license.name",
+    "general.license.link",
+    "general.url",
+    "general.doi",
+    "general.uuid",
+    "general.repo_url",
+    "general.tags",
+    "general.languages",
+    "general.datasets",
+];
+
+/// Prefixes of provenance keys (`general.source.url`, `general.base_model.0.name`, …).
+pub const PROVENANCE_PREFIXES: &[&str] =
+    &["general.source.", "general.base_model.", "general.dataset."];
+
+/// Whether `key` is a provenance key (see [`PROVENANCE_KEYS`]).
+pub fn is_provenance(key: &str) -> bool {
+    PROVENANCE_KEYS.contains(&key) || PROVENANCE_PREFIXES.iter().any(|p| key.starts_with(p))
+}
+
+/// The other direction of [`check_metadata`]: every key in the file must be implied by the
+/// sources (`expected`), a provenance key, or in `also_allowed`; anything else (an injected
+/// `add_bos_token`, `chat_template`, `rope.freq_base`, `general.alignment`, …) is a blocker.
+pub fn check_unexpected_keys(
+    c: &CGguf,
+    expected: &[(String, Value)],
+    also_allowed: &[&str],
+    blockers: &mut Vec<Blocker>,
+) {
+    let implied: std::collections::HashSet<&str> =
+        expected.iter().map(|(k, _)| k.as_str()).collect();
+    for k in c.keys() {
+        if implied.contains(k.as_str()) || is_provenance(&k) || also_allowed.contains(&k.as_str()) {
+            continue;
+        }
+        let v = c.get(&k).map(|v| canonical_c(&v)).unwrap_or_default();
+        blockers.push(Blocker::new(
+            1,
+            BlockerCode::MetadataUnexpected,
+            &k,
+            format!(
+                "the file has {}, which the sources do not imply (only provenance keys such as general.name may be added)",
+                short(&v)
+            ),
+        ));
+    }
+}
+
+/// The GGUF tensor names in the order a conversion of `hf` writes them: the HF folder's
+/// tensor order, mapped (MLX `.scales`/`.biases` belong to their `.weight`).
+pub fn expected_order(hf: &HfDir, a: arch::Arch) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for t in &hf.tensors {
+        if t.name.ends_with(".scales") || t.name.ends_with(".biases") {
+            continue;
+        }
+        if let Some(m) = arch::map_tensor(a, &t.name)? {
+            if seen.insert(m.gguf.clone()) {
+                out.push(m.gguf);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Tensor order: the file's tensors that the sources imply must come in [`expected_order`]
+/// (missing and unexpected tensors are blockers of their own).
+pub fn check_order(c: &CGguf, expected: &[String], blockers: &mut Vec<Blocker>) {
+    let names: Vec<String> = c.tensors().into_iter().map(|i| i.name).collect();
+    let in_file: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
+    let want: Vec<&str> = expected
+        .iter()
+        .map(String::as_str)
+        .filter(|n| in_file.contains(n))
+        .collect();
+    let wanted: std::collections::HashSet<&str> = want.iter().copied().collect();
+    let got: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| wanted.contains(n))
+        .collect();
+    if let Some(i) = got.iter().zip(&want).position(|(g, w)| g != w) {
+        blockers.push(Blocker::new(
+            1,
+            BlockerCode::TensorOrder,
+            got[i],
+            format!(
+                "tensor {i} of the file is {}, a conversion writes {} there (HF folder order)",
+                got[i], want[i]
+            ),
+        ));
+    }
+}
+
 fn short(s: &str) -> String {
     if s.len() > 120 {
         format!(

@@ -201,9 +201,8 @@ fn source_module(
     let biases = src.load_f32(m.biases)?;
     let (bits, group) = (m.affine.bits, m.affine.group);
     let codes = source_codes(&words, m.out, m.inn, bits);
-    let values = reference::mlx::dequantize_affine(
-        &words, &scales, &biases, m.out, m.inn, bits, group,
-    );
+    let values =
+        reference::mlx::dequantize_affine(&words, &scales, &biases, m.out, m.inn, bits, group);
     let mut s = SourceModule {
         codes,
         scales,
@@ -400,9 +399,16 @@ pub fn check(
         Ok(Some(q)) => Some(q),
         Err(()) => None,
     };
-    let (mods, bad) = qc.as_ref().map_or_else(Default::default, |q| mlx::find(hf, q));
+    let (mods, bad) = qc
+        .as_ref()
+        .map_or_else(Default::default, |q| mlx::find(hf, q));
     for (t, m) in &bad {
-        blockers.push(Blocker::new(1, BlockerCode::SourceQuantization, t, m.clone()));
+        blockers.push(Blocker::new(
+            1,
+            BlockerCode::SourceQuantization,
+            t,
+            m.clone(),
+        ));
     }
     let mut cov = covered(hf, a);
     if qc.is_none() {

@@ -66,6 +66,14 @@ pub fn check(
         .iter()
         .filter(|f| f.extension().is_some_and(|e| e == "gguf"))
         .collect();
+    let unmeasured = |manifest| Gate3Report {
+        manifest,
+        gguf: String::new(),
+        n_embd: 0,
+        load_ms: 0.0,
+        embed_ms: 0.0,
+        top1: Vec::new(),
+    };
     let [gguf] = ggufs.as_slice() else {
         blockers.push(Blocker::new(
             3,
@@ -73,17 +81,22 @@ pub fn check(
             &dir.display().to_string(),
             format!("expected one .gguf, found {}", ggufs.len()),
         ));
-        return Ok(Gate3Report {
-            manifest,
-            gguf: String::new(),
-            n_embd: 0,
-            load_ms: 0.0,
-            embed_ms: 0.0,
-            top1: Vec::new(),
-        });
+        return Ok(unmeasured(manifest));
     };
     let t0 = Instant::now();
-    let model = Model::load(gguf, false)?;
+    let model = match Model::load(gguf, false) {
+        Ok(m) => m,
+        Err(e @ llama_runtime::RuntimeError::Load { .. }) => {
+            blockers.push(Blocker::new(
+                3,
+                BlockerCode::LlamaLoad,
+                &gguf.display().to_string(),
+                e.to_string(),
+            ));
+            return Ok(unmeasured(manifest));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let t1 = Instant::now();
     let (q, d) = vectors::embed_retrieval(&model, params)?;

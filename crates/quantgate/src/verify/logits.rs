@@ -27,6 +27,10 @@ pub struct LogitsReport {
     /// Largest per-position KLD.
     #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub max_kld: f64,
+    /// Where a NaN or infinite logit appeared (`llama.cpp logits of text N at position P`):
+    /// each is a blocker. Absent from the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub non_finite: Vec<String>,
 }
 
 /// log-softmax in f64.
@@ -58,6 +62,7 @@ pub fn check(
     let (mut n, mut agree, mut kld_sum, mut max_kld, mut min_cos) =
         (0usize, 0usize, 0f64, 0f64, f64::INFINITY);
     let mut used = 0;
+    let mut bad = Vec::new();
     for t in texts {
         let ids = hf.encode(t, true)?;
         if ids.len() < 2 || ids.len() > 512 {
@@ -69,7 +74,19 @@ pub fn check(
         let rl = reference.forward(&ids)?.logits.to_vec2::<f32>()?;
         for pos in 1..ids.len() {
             let (a, b) = (&rl[pos], &ll[pos]);
-            min_cos = min_cos.min(cosine(a, b));
+            let what = format!("logits of text {} at position {pos}", used - 1);
+            for (side, v) in [("reference", a), ("llama.cpp", b)] {
+                if bad.len() < 8 {
+                    bad.extend(super::vectors::non_finite(side, &what, v));
+                }
+            }
+            // f64::min would drop a NaN cosine; it must stay the minimum.
+            let c = cosine(a, b);
+            if c.is_nan() || min_cos.is_nan() {
+                min_cos = f64::NAN;
+            } else {
+                min_cos = min_cos.min(c);
+            }
             agree += (argmax(a) == argmax(b)) as usize;
             let (pa, pb) = (log_softmax(a), log_softmax(b));
             let kld: f64 = pa.iter().zip(&pb).map(|(x, y)| x.exp() * (x - y)).sum();
@@ -85,5 +102,6 @@ pub fn check(
         top1_agreement: agree as f64 / n.max(1) as f64,
         mean_kld: kld_sum / n.max(1) as f64,
         max_kld,
+        non_finite: bad,
     })
 }

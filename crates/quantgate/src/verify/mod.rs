@@ -300,7 +300,22 @@ fn gate1(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result<Gate1> {
         );
     }
     let mut g1 = gate1::Gate1Report::default();
-    gate1::check_metadata(&s.c, &expected_metadata(s), &mut f.blockers, &mut g1)?;
+    let expected = expected_metadata(s);
+    gate1::check_metadata(&s.c, &expected, &mut f.blockers, &mut g1)?;
+    // A vocab-only file's file_type is whatever the converter was asked: allowed, not implied.
+    let also: &[&str] = if s.vocab_only {
+        &[gguf::keys::general::FILE_TYPE]
+    } else {
+        &[]
+    };
+    gate1::check_unexpected_keys(&s.c, &expected, also, &mut f.blockers);
+    if !s.vocab_only {
+        gate1::check_order(
+            &s.c,
+            &gate1::expected_order(&s.hf, s.arch)?,
+            &mut f.blockers,
+        );
+    }
     let mut out = Gate1 {
         report: g1,
         affine: None,
@@ -330,7 +345,15 @@ fn gate1(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result<Gate1> {
         }
         out.affine = Some(ar);
     }
-    gate1::check_tensors(&opts.gguf, &s.c, &s.hf, s.arch, &covered, &mut f.blockers, g1)?;
+    gate1::check_tensors(
+        &opts.gguf,
+        &s.c,
+        &s.hf,
+        s.arch,
+        &covered,
+        &mut f.blockers,
+        g1,
+    )?;
     Ok(out)
 }
 
@@ -528,10 +551,27 @@ fn gate2_vectors(
     gated: &[String],
     t: &Thresholds,
     f: &mut Findings,
-) -> Result<vectors::VectorReport> {
+) -> Result<Option<vectors::VectorReport>> {
     let model_type = s.hf.config["model_type"].as_str().unwrap_or("");
     let reference = vectors::RefModel::load(&opts.hf_dir, model_type)?;
-    let v = vectors::check(model, params, &reference, &s.tok.tokenizer, gated)?;
+    let v = match vectors::check(model, params, &reference, &s.tok.tokenizer, gated) {
+        Ok(v) => v,
+        Err(e) if is_no_pooled_embedding(&e) => {
+            f.blockers.push(Blocker::new(
+                2,
+                BlockerCode::VectorsPooling,
+                "pooling_type",
+                format!(
+                    "{}: llama.cpp returns no pooled embedding ({e:#}); the model declares {:?}",
+                    opts.gguf.display(),
+                    reference.pooling()
+                ),
+            ));
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    non_finite_blockers(&v.non_finite, f);
     if model_type == "bert" && s.hf.config["hidden_act"].as_str().unwrap_or("gelu") == "gelu" {
         // Measured on all-MiniLM-L6-v2 F32: min cosine 0.9999979 with erf GELU in the
         // reference, 0.9999996 with the tanh form; the stored bits are identical.
@@ -554,7 +594,40 @@ fn gate2_vectors(
             ),
         ));
     }
-    Ok(v)
+    Ok(Some(v))
+}
+
+/// Whether `e` is llama.cpp finding no pooled embedding (a pooling the file does not support).
+fn is_no_pooled_embedding(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<llama_runtime::RuntimeError>(),
+            Some(llama_runtime::RuntimeError::Eval { call, .. }) if call.contains("embeddings")
+        )
+    })
+}
+
+/// One blocker per place a NaN or infinity appeared (the first 8 named).
+fn non_finite_blockers(places: &[String], f: &mut Findings) {
+    for p in places.iter().take(8) {
+        f.blockers.push(Blocker::new(
+            2,
+            BlockerCode::NonFinite,
+            p,
+            format!("{p}: every measured value must be finite"),
+        ));
+    }
+}
+
+/// The file's `general.architecture` when it differs from the HF folder's (then nothing in
+/// Gate 2 can be compared).
+fn architecture_mismatch(s: &Sources) -> Option<String> {
+    let want = s.arch.gguf_name();
+    let got = match s.c.get(gguf::keys::general::ARCHITECTURE) {
+        Some(llama_runtime::CValue::Str(b)) => String::from_utf8_lossy(&b).into_owned(),
+        _ => String::new(),
+    };
+    (got != want).then(|| format!("the file is {got:?}, the HF folder is {want:?}"))
 }
 
 /// Gate 2 logits of a causal LM: (judged, as shipped). With block-quantized weights llama.cpp's
@@ -598,7 +671,28 @@ fn gate2(
     t: &Thresholds,
     f: &mut Findings,
 ) -> Result<Gate2> {
-    let model = llama_runtime::Model::load(&opts.gguf, s.vocab_only)?;
+    if let Some(d) = architecture_mismatch(s) {
+        f.blockers.push(Blocker::new(
+            2,
+            BlockerCode::ArchitectureMismatch,
+            gguf::keys::general::ARCHITECTURE,
+            format!("{d}: token ids, vectors and logits cannot be compared"),
+        ));
+        return Ok(Gate2::default());
+    }
+    let model = match llama_runtime::Model::load(&opts.gguf, s.vocab_only) {
+        Ok(m) => m,
+        Err(e @ llama_runtime::RuntimeError::Load { .. }) => {
+            f.blockers.push(Blocker::new(
+                2,
+                BlockerCode::LlamaLoad,
+                &opts.gguf.display().to_string(),
+                e.to_string(),
+            ));
+            return Ok(Gate2::default());
+        }
+        Err(e) => return Err(e.into()),
+    };
     let texts = gate2_texts(opts)?;
     let mut g2 = Gate2 {
         tokenizer: Some(gate2_tokenizer(s, &model, &texts, f)?),
@@ -614,7 +708,7 @@ fn gate2(
         .cloned()
         .collect();
     if s.arch == Arch::Bert || s.pooling.is_some() {
-        g2.vectors = Some(gate2_vectors(opts, s, &model, params, &gated, t, f)?);
+        g2.vectors = gate2_vectors(opts, s, &model, params, &gated, t, f)?;
     } else if g1.source_inconsistent {
         f.blockers.push(Blocker::new(
             2,
@@ -624,6 +718,7 @@ fn gate2(
         ));
     } else {
         let (l, shipped) = gate2_logits(opts, s, &model, &gated, f)?;
+        non_finite_blockers(&l.non_finite, f);
         if l.positions == 0 {
             f.blockers.push(Blocker::new(
                 2,

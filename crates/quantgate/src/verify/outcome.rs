@@ -49,6 +49,10 @@ pub enum BlockerCode {
     MetadataMissing,
     /// Gate 1: a metadata key differs from what the sources imply.
     MetadataMismatch,
+    /// Gate 1: a key in the file that the sources do not imply (and not provenance).
+    MetadataUnexpected,
+    /// Gate 1: tensors out of the order a conversion writes them.
+    TensorOrder,
     /// Gate 1: the tokenizer cannot be expressed in GGUF.
     TokenizerInexpressible,
     /// Gate 1: a source tensor is missing from the file.
@@ -69,6 +73,12 @@ pub enum BlockerCode {
     AffineValues,
     /// Gate 1: a declared fallback's bytes differ from its encoding.
     FallbackBits,
+    /// Gate 2: llama.cpp refuses to load the file (its own error line in the detail).
+    LlamaLoad,
+    /// Gate 2: the file's `general.architecture` is not the HF folder's.
+    ArchitectureMismatch,
+    /// Gate 2: a NaN or infinite embedding, logit or cosine.
+    NonFinite,
     /// Gate 2: no add_special × parse_special mode matches HF on every text.
     TokenizerNoMode,
     /// Gate 2: embedding cosine below the threshold.
@@ -144,7 +154,10 @@ mod tests {
         ] {
             assert_eq!(serde_json::to_value(c).unwrap(), name);
             assert_eq!(c.to_string(), name);
-            assert_eq!(serde_json::from_value::<BlockerCode>(name.into()).unwrap(), c);
+            assert_eq!(
+                serde_json::from_value::<BlockerCode>(name.into()).unwrap(),
+                c
+            );
         }
         assert_eq!(serde_json::to_value(Verdict::NoGo).unwrap(), "NO-GO");
         assert_eq!(serde_json::to_value(Verdict::Go).unwrap(), "GO");

@@ -51,6 +51,8 @@ fn first_diff(a: &[u8], b: &[u8], block_bytes: usize) -> Option<u64> {
 }
 
 fn check_one(src: &Gguf, q: &Gguf, t: &gguf::TensorInfo) -> Result<RequantTensor> {
+    // Between tensors: SIGINT/SIGTERM stop the check (the caller's temp file is removed).
+    crate::interrupt::check()?;
     let s = src.header.tensor(&t.name).with_context(|| {
         format!(
             "{}: tensor {} is not in the source {}",

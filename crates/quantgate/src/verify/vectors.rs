@@ -98,6 +98,16 @@ pub struct VectorReport {
     /// Mean llama.cpp time per text, ms.
     #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub llama_ms_per_text: f64,
+    /// Where a NaN or infinite value appeared (`llama.cpp embedding of "TEXT"`, `reference
+    /// embedding of …`): each is a blocker. Absent from the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub non_finite: Vec<String>,
+}
+
+/// `"SIDE embedding of TEXT: N non-finite of M"` when `v` holds a NaN or infinity.
+pub fn non_finite(side: &str, what: &str, v: &[f32]) -> Option<String> {
+    let n = v.iter().filter(|x| !x.is_finite()).count();
+    (n > 0).then(|| format!("{side} {what}: {n} non-finite of {}", v.len()))
 }
 
 /// Embeds every text with llama.cpp (tokenized with add_special = parse_special = true, as the
@@ -127,10 +137,15 @@ pub fn check(
         .chain(RETRIEVAL_DOCS.iter().map(|d| d.to_string()))
         .collect();
     let mut vecs = Vec::new();
+    let mut bad = Vec::new();
     for t in &all {
         let (l, r, dt) = embed_both(t)?;
+        let what = format!("embedding of {t:?}");
+        bad.extend(non_finite("llama.cpp", &what, &l));
+        bad.extend(non_finite("reference", &what, &r));
         let c = cosine(&l, &r);
-        if c < min {
+        // A NaN cosine is the minimum: it never passes a threshold.
+        if !min.is_nan() && (c.is_nan() || c < min) {
             min = c;
             worst = t.clone();
         }
@@ -166,6 +181,7 @@ pub fn check(
         n_embd: model.n_embd(),
         llama_pooling: ctx.pooling_type(),
         llama_ms_per_text: ms / n as f64,
+        non_finite: bad,
     })
 }
 
