@@ -78,6 +78,7 @@ pub fn run_arm(
             outtype,
             vocab_only: false,
             fallback: None,
+            allow_nonfinite: false,
         },
     )?;
     on_converted();

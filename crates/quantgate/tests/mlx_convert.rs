@@ -28,6 +28,7 @@ fn convert_to(
             outtype: OutType::Auto,
             vocab_only: false,
             fallback,
+            allow_nonfinite: false,
         },
     )
 }

@@ -24,6 +24,7 @@ fn reference_ppl_matches_llama_cpp_on_f16() {
             outtype: OutType::F16,
             vocab_only: false,
             fallback: None,
+            allow_nonfinite: false,
         },
     )
     .unwrap();

@@ -25,6 +25,7 @@ fn smollm2_fixture_to_f16_verifies_go_with_logits() {
             outtype: OutType::F16,
             vocab_only: false,
             fallback: None,
+            allow_nonfinite: false,
         },
     )
     .unwrap();

@@ -28,6 +28,10 @@ pub struct Args {
     /// Without it such tensors are a blocker.
     #[arg(long)]
     fallback: Option<String>,
+    /// Keep NaN/Inf source values instead of refusing them (recorded in the file's metadata
+    /// and the report; such a file never verifies GO).
+    #[arg(long)]
+    allow_nonfinite: bool,
 }
 
 /// Converts; a conversion that cannot be done exactly as asked is an error (exit 2).
@@ -42,6 +46,7 @@ pub fn run(a: Args) -> anyhow::Result<Status> {
         outtype: OutType::parse(&a.outtype).map_err(|e| usage(e.to_string()))?,
         vocab_only: a.vocab_only,
         fallback,
+        allow_nonfinite: a.allow_nonfinite,
     };
     let r = convert::convert(&a.hf_dir, &a.output, &opts)?;
     if a.json {

@@ -89,6 +89,9 @@ pub struct ConvertOptions {
     pub vocab_only: bool,
     /// For already-quantized (MLX) tensors no block type holds exactly: `None` = blocker.
     pub fallback: Option<mlx::Fallback>,
+    /// Keep NaN/Inf source values (recorded as `quantgate.nonfinite_source_values` and in the
+    /// report) instead of refusing them.
+    pub allow_nonfinite: bool,
 }
 
 /// What a conversion did.
@@ -190,21 +193,9 @@ pub fn plan(
                     t.name
                 )
             })?;
-            if !seen.insert(m.gguf.clone()) {
-                bail!("two source tensors map to {}", m.gguf);
-            }
-            let permute_heads = permute_heads(hf, arch, &m.gguf);
-            out.push((
-                i,
-                PlannedTensor {
-                    hf_name: t.name.clone(),
-                    gguf_name: m.gguf,
-                    ggml_type: ty.to_string(),
-                    ne: vec![at.inn as u64, at.out as u64],
-                    rule: rule.clone(),
-                    permute_heads,
-                },
-            ));
+            let ne = vec![at.inn as u64, at.out as u64];
+            let p = planned(&mut seen, hf, arch, &t.name, m.gguf, *ty, ne, rule.clone())?;
+            out.push((i, p));
             continue;
         }
         let Some(m) =
@@ -219,25 +210,40 @@ pub fn plan(
                 t.name
             );
         }
-        if !seen.insert(m.gguf.clone()) {
-            bail!("two source tensors map to {}", m.gguf);
-        }
         let ne: Vec<u64> = t.shape.iter().rev().map(|d| *d as u64).collect();
         let (ty, rule) = storage_rule(&m, &ne, outtype);
-        let permute_heads = permute_heads(hf, arch, &m.gguf);
         out.push((
             i,
-            PlannedTensor {
-                hf_name: t.name.clone(),
-                gguf_name: m.gguf,
-                ggml_type: ty.to_string(),
-                ne,
-                rule,
-                permute_heads,
-            },
+            planned(&mut seen, hf, arch, &t.name, m.gguf, ty, ne, rule)?,
         ));
     }
     Ok(out)
+}
+
+/// The plan entry of source `hf_name` stored as `gguf_name`; two sources mapping to one GGUF
+/// name are an error.
+#[allow(clippy::too_many_arguments)]
+fn planned(
+    seen: &mut std::collections::HashSet<String>,
+    hf: &HfDir,
+    arch: Arch,
+    hf_name: &str,
+    gguf_name: String,
+    ty: GgmlType,
+    ne: Vec<u64>,
+    rule: String,
+) -> Result<PlannedTensor> {
+    if !seen.insert(gguf_name.clone()) {
+        bail!("two source tensors map to {gguf_name}");
+    }
+    Ok(PlannedTensor {
+        hf_name: hf_name.to_string(),
+        permute_heads: permute_heads(hf, arch, &gguf_name),
+        gguf_name,
+        ggml_type: ty.to_string(),
+        ne,
+        rule,
+    })
 }
 
 /// The stored type of a float tensor and why it differs from `outtype` (empty if it does not).
@@ -359,10 +365,27 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
     } else {
         plan(&hf, arch, outtype, mlx_plan.as_ref())?
     };
+    if opts.allow_nonfinite {
+        let found = nonfinite_sources(&hf, &planned)?;
+        let total: u64 = found.iter().map(|(_, n)| *n as u64).sum();
+        for (name, n) in &found {
+            notes.push(format!(
+                "{name}: {n} non-finite source values kept (--allow-nonfinite)"
+            ));
+        }
+        if total > 0 {
+            w.add_kv(NONFINITE_KEY, Value::U64(total));
+        }
+    }
     let affine = affine_by_source(mlx_plan.as_ref());
     let fallback_errors: Rc<RefCell<Vec<mlx::FallbackError>>> = Rc::default();
     let underflow: Rc<RefCell<Vec<(String, usize)>>> = Rc::default();
-    add_tensors(&mut w, &hf, &planned, &affine, &fallback_errors, &underflow);
+    let sink = Sinks {
+        fallback_errors: fallback_errors.clone(),
+        underflow: underflow.clone(),
+        allow_nonfinite: opts.allow_nonfinite,
+    };
+    add_tensors(&mut w, &hf, &planned, &affine, &sink);
     let planned_out: Vec<PlannedTensor> = planned.iter().map(|(_, p)| p.clone()).collect();
     let rules = rule_summary(&planned_out);
     let summary = w
@@ -430,24 +453,56 @@ fn affine_by_source(
 }
 
 /// Adds every planned tensor to `w`, its bytes encoded when the writer reaches it.
+/// The metadata key that records NaN/Inf source values kept by `--allow-nonfinite` (u64
+/// count). The verifier treats it as unexpected: such a file is never GO.
+pub const NONFINITE_KEY: &str = "quantgate.nonfinite_source_values";
+
+/// What the deferred tensor writers report back, and how they treat non-finite values.
+struct Sinks {
+    fallback_errors: Rc<RefCell<Vec<mlx::FallbackError>>>,
+    underflow: Rc<RefCell<Vec<(String, usize)>>>,
+    allow_nonfinite: bool,
+}
+
+/// Every planned plain tensor's count of NaN/Inf source values (tensors with none omitted).
+fn nonfinite_sources(
+    hf: &HfDir,
+    planned: &[(usize, PlannedTensor)],
+) -> Result<Vec<(String, usize)>> {
+    let mut out = Vec::new();
+    for (i, p) in planned {
+        let src = &hf.tensors[*i];
+        if src.dtype == hf::SourceDtype::U32 {
+            continue;
+        }
+        let n = hf.to_f32(src)?.iter().filter(|v| !v.is_finite()).count();
+        if n > 0 {
+            out.push((p.gguf_name.clone(), n));
+        }
+    }
+    Ok(out)
+}
+
 fn add_tensors<'a>(
     w: &mut GgufWriter<'a>,
     hf: &'a HfDir,
     planned: &[(usize, PlannedTensor)],
     affine: &std::collections::HashMap<usize, mlx::AffineTensor>,
-    fallback_errors: &Rc<RefCell<Vec<mlx::FallbackError>>>,
-    underflow: &Rc<RefCell<Vec<(String, usize)>>>,
+    sink: &Sinks,
 ) {
     for (i, p) in planned {
         let src = &hf.tensors[*i];
         let ty = GgmlType::from_name(&p.ggml_type).expect("planned type");
         let name = p.gguf_name.clone();
-        let uf = underflow.clone();
+        let uf = sink.underflow.clone();
         let permute = p.permute_heads;
         let rows = p.ne.get(1).copied().unwrap_or(p.ne[0]) as usize;
         let data = match affine.get(i).cloned() {
-            Some(at) => affine_data(hf, at, ty, permute, name, fallback_errors.clone()),
-            None => plain_data(hf, src, ty, permute, rows, name, uf),
+            Some(at) => affine_data(hf, at, ty, permute, name, sink.fallback_errors.clone()),
+            None => {
+                let allow = sink.allow_nonfinite;
+                plain_data(hf, src, ty, (permute, rows), name, uf, allow)
+            }
         };
         w.add_tensor(TensorEntry {
             name: p.gguf_name.clone(),
@@ -498,15 +553,24 @@ fn plain_data<'a>(
     hf_ref: &'a HfDir,
     src: &'a hf::SourceTensor,
     ty: GgmlType,
-    permute: Option<usize>,
-    rows: usize,
+    (permute, rows): (Option<usize>, usize),
     name: String,
     uf: Rc<RefCell<Vec<(String, usize)>>>,
+    allow_nonfinite: bool,
 ) -> TensorData<'a> {
     TensorData::Deferred(Box::new(move |out| {
         // Ctrl-C: stop between tensors; the writer's temp file is removed on error.
         crate::interrupt::check().map_err(std::io::Error::other)?;
         let mut x = hf_ref.to_f32(src)?;
+        let bad = x.iter().filter(|v| !v.is_finite()).count();
+        if bad > 0 && !allow_nonfinite {
+            return Err(std::io::Error::other(format!(
+                "{}: tensor {} ({name}): {bad} non-finite source values (NaN/Inf); refusing to \
+                 write them (--allow-nonfinite keeps them, recorded in the file)",
+                hf_ref.file_of(src).display(),
+                src.name
+            )));
+        }
         if let Some(heads) = permute {
             // A 1-D bias has one value per row (ne[0] rows of length 1).
             x = permute_qk(&x, rows, heads);

@@ -96,6 +96,7 @@ pub fn convert_to(dir: &Path, out: &Path, outtype: OutType, vocab_only: bool) ->
             outtype,
             vocab_only,
             fallback: None,
+            allow_nonfinite: false,
         },
     )
     .unwrap()
