@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use gguf::{Gguf, GgufWriter, TensorData, TensorEntry, Value};
+use gguf::{Gguf, Value};
 use quantgate::convert::{self, OutType};
 use quantgate::verify::{self, BlockerCode, Verdict, VerifyReport};
 
@@ -122,29 +122,7 @@ fn tamper(
     edit_tensor: impl Fn(&str, &mut Vec<u8>),
     swap: Option<(&str, &str)>,
 ) {
-    let g = Gguf::open(src).unwrap();
-    let mut w = GgufWriter::new();
-    for (k, v) in &g.header.metadata {
-        let mut v = v.clone();
-        edit(k, &mut v);
-        w.add_kv(k.clone(), v);
-    }
-    for t in &g.header.tensors {
-        let from = match swap {
-            Some((a, b)) if t.name == a => g.header.tensor(b).unwrap(),
-            Some((a, b)) if t.name == b => g.header.tensor(a).unwrap(),
-            _ => t,
-        };
-        let mut data = g.tensor_data(from).to_vec();
-        edit_tensor(&t.name, &mut data);
-        w.add_tensor(TensorEntry {
-            name: t.name.clone(),
-            ggml_type: t.ggml_type,
-            dims: t.dims.clone(),
-            data: TensorData::Owned(data),
-        });
-    }
-    w.write_to_path(dst).unwrap();
+    common::tamper_gguf(src, dst, edit, edit_tensor, swap)
 }
 
 fn has_blocker(r: &VerifyReport, code: BlockerCode, subject: &str) -> bool {

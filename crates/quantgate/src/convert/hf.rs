@@ -59,6 +59,8 @@ pub struct HfDir {
 
 /// Reads a JSON file, naming it in errors.
 pub fn read_json(path: &Path) -> Result<Value> {
+    // A FIFO or device would block or never end: only regular files are opened.
+    crate::paths::ensure_regular_file(path)?;
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{}: invalid JSON", path.display()))
@@ -97,6 +99,7 @@ impl HfDir {
         let mut seen = HashMap::new();
         for (fi, name) in names.iter().enumerate() {
             let path = self.dir.join(name);
+            crate::paths::ensure_regular_file(&path)?;
             let file = File::open(&path)
                 .with_context(|| format!("{}: cannot open shard", path.display()))?;
             let file_len = file.metadata()?.len() as usize;
@@ -113,6 +116,7 @@ impl HfDir {
                 list.push(t);
             }
             list.sort_by_key(|t| t.start);
+            no_overlap(&path, &list)?;
             self.tensors.extend(list);
             self.files.push((path, file));
         }
@@ -197,6 +201,23 @@ impl HfDir {
             .as_f64()
             .or_else(|| self.config["text_config"][key].as_f64())
     }
+}
+
+/// Errors when two tensors of one shard (sorted by start) share bytes.
+fn no_overlap(path: &Path, list: &[SourceTensor]) -> Result<()> {
+    for w in list.windows(2) {
+        if w[1].start < w[0].end {
+            bail!(
+                "{}: tensors {:?} and {:?} overlap (data_offsets end {} > start {})",
+                path.display(),
+                w[0].name,
+                w[1].name,
+                w[0].end,
+                w[1].start
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Reads a shard's safetensors header: its entries and the offset where tensor data begins.

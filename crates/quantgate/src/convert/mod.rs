@@ -3,6 +3,7 @@
 //! time. Data flows one way: read (hf) → plan (arch table) → write (gguf writer).
 
 pub mod arch;
+pub mod consistency;
 pub mod hf;
 pub mod mlx;
 pub mod tokenizer;
@@ -365,6 +366,7 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
     } else {
         plan(&hf, arch, outtype, mlx_plan.as_ref())?
     };
+    consistency::check(&hf, arch, &planned)?;
     if opts.allow_nonfinite {
         let found = nonfinite_sources(&hf, &planned)?;
         let total: u64 = found.iter().map(|(_, n)| *n as u64).sum();

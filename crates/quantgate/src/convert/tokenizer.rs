@@ -48,6 +48,7 @@ pub fn load(dir: &Path) -> Result<LoadedTokenizer> {
         );
     }
     let vocab = read_json(&dir.join("vocab.json"))?;
+    crate::paths::ensure_regular_file(&dir.join("merges.txt"))?;
     let merges_text = std::fs::read_to_string(dir.join("merges.txt"))
         .with_context(|| format!("{}: cannot read merges.txt", dir.display()))?;
     let merges: Vec<Value> = merges_text

@@ -245,6 +245,7 @@ struct BaseFile {
 
 /// Opens the base file and reads its magic, header and tokens.
 fn open_base(base: &Path) -> Result<BaseFile> {
+    crate::paths::ensure_regular_file(base)?;
     let f =
         std::fs::File::open(base).with_context(|| format!("{}: cannot open", base.display()))?;
     let mut r = BufReader::new(f);

@@ -76,6 +76,7 @@ pub const THRESHOLD_NAMES: &[&str] = &[
 /// Loads thresholds from a protocol TOML file (`[thresholds]` table). Every threshold must be
 /// declared there: an undeclared one is a blocker, never a default.
 pub fn thresholds_from_protocol(path: &Path, blockers: &mut Vec<Blocker>) -> Result<Thresholds> {
+    crate::paths::ensure_regular_file(path)?;
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read protocol", path.display()))?;
     let v: toml::Value =
@@ -497,6 +498,7 @@ fn gate2_texts(opts: &VerifyOptions) -> Result<Vec<String>> {
         .map(|s| s.to_string())
         .collect();
     if let Some(p) = &opts.texts {
+        crate::paths::ensure_regular_file(p)?;
         let t = std::fs::read_to_string(p)
             .with_context(|| format!("{}: cannot read texts", p.display()))?;
         texts.extend(t.lines().filter(|l| !l.trim().is_empty()).map(String::from));

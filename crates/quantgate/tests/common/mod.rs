@@ -122,9 +122,118 @@ pub fn json(p: &Path) -> serde_json::Value {
         .unwrap()
 }
 
-/// Copies `src` to `dst` with byte `at` XOR-ed with `mask` (a tampered file).
-pub fn flip_byte(src: &Path, dst: &Path, at: usize, mask: u8) {
-    let mut b = std::fs::read(src).unwrap();
-    b[at] ^= mask;
-    std::fs::write(dst, b).unwrap();
+/// Rewrites the GGUF `src` as `dst` with `edit` applied to every metadata value,
+/// `edit_tensor` to every tensor's bytes, and the data of two tensors swapped.
+pub fn tamper_gguf(
+    src: &Path,
+    dst: &Path,
+    edit: impl Fn(&str, &mut gguf::Value),
+    edit_tensor: impl Fn(&str, &mut Vec<u8>),
+    swap: Option<(&str, &str)>,
+) {
+    let g = gguf::Gguf::open(src).unwrap();
+    let mut w = gguf::GgufWriter::new();
+    for (k, v) in &g.header.metadata {
+        let mut v = v.clone();
+        edit(k, &mut v);
+        w.add_kv(k.clone(), v);
+    }
+    for t in &g.header.tensors {
+        let from = match swap {
+            Some((a, b)) if t.name == a => g.header.tensor(b).unwrap(),
+            Some((a, b)) if t.name == b => g.header.tensor(a).unwrap(),
+            _ => t,
+        };
+        let mut data = g.tensor_data(from).to_vec();
+        edit_tensor(&t.name, &mut data);
+        w.add_tensor(gguf::TensorEntry {
+            name: t.name.clone(),
+            ggml_type: t.ggml_type,
+            dims: t.dims.clone(),
+            data: gguf::TensorData::Owned(data),
+        });
+    }
+    w.write_to_path(dst).unwrap();
+}
+
+/// The GGUF `src` as `dst` with metadata `kv` added (or replaced) and the keys in `remove`
+/// dropped.
+pub fn with_keys(src: &Path, dst: &Path, kv: &[(&str, gguf::Value)], remove: &[&str]) {
+    let g = gguf::Gguf::open(src).unwrap();
+    let mut w = gguf::GgufWriter::new();
+    for (k, v) in &g.header.metadata {
+        if remove.contains(&k.as_str()) || kv.iter().any(|(n, _)| n == k) {
+            continue;
+        }
+        w.add_kv(k.clone(), v.clone());
+    }
+    for (k, v) in kv {
+        w.add_kv(k.to_string(), v.clone());
+    }
+    for t in &g.header.tensors {
+        w.add_tensor(gguf::TensorEntry {
+            name: t.name.clone(),
+            ggml_type: t.ggml_type,
+            dims: t.dims.clone(),
+            data: gguf::TensorData::Owned(g.tensor_data(t).to_vec()),
+        });
+    }
+    w.write_to_path(dst).unwrap();
+}
+
+/// A copy of the HF folder `src` in `dst`: JSON and text files copied, the large files
+/// symlinked (edit them only through [`rewrite_safetensors`], which replaces the link).
+pub fn copy_hf(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap().flatten() {
+        let p = e.path();
+        let to = dst.join(e.file_name());
+        if p.is_dir() {
+            copy_hf(&p, &to);
+        } else if p.extension().is_some_and(|x| x == "safetensors") {
+            std::os::unix::fs::symlink(p.canonicalize().unwrap(), &to).unwrap();
+        } else {
+            std::fs::copy(&p, &to).unwrap();
+        }
+    }
+}
+
+/// config.json of `dir` with `edit` applied.
+pub fn edit_config(dir: &Path, edit: impl Fn(&mut serde_json::Value)) {
+    let p = dir.join("config.json");
+    let mut v = json(&p);
+    edit(&mut v);
+    std::fs::remove_file(&p).unwrap();
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+/// Rewrites `dir/model.safetensors` (a real file replaces a link) with `edit_header` applied
+/// to its JSON header and `edit_data` to its data section (byte offsets as in the header).
+pub fn rewrite_safetensors(
+    dir: &Path,
+    edit_header: impl Fn(&mut serde_json::Map<String, serde_json::Value>),
+    edit_data: impl Fn(&serde_json::Map<String, serde_json::Value>, &mut Vec<u8>),
+) {
+    let p = dir.join("model.safetensors");
+    let bytes = std::fs::read(&p).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let mut header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let mut data = bytes[8 + n..].to_vec();
+    edit_header(&mut header);
+    edit_data(&header, &mut data);
+    let mut h = serde_json::to_vec(&header).unwrap();
+    while h.len() % 8 != 0 {
+        h.push(b' ');
+    }
+    let mut out = (h.len() as u64).to_le_bytes().to_vec();
+    out.extend(h);
+    out.extend(data);
+    std::fs::remove_file(&p).unwrap();
+    std::fs::write(&p, out).unwrap();
+}
+
+/// The data offset of tensor `name` in a safetensors header.
+pub fn data_start(header: &serde_json::Map<String, serde_json::Value>, name: &str) -> usize {
+    header[name]["data_offsets"][0].as_u64().unwrap() as usize
 }
