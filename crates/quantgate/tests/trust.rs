@@ -52,11 +52,19 @@ fn config_that_disagrees_with_the_tensors_is_refused_naming_the_field() {
         ("num_hidden_layers", 5.into(), "num_hidden_layers"),
         ("num_hidden_layers", 7.into(), "num_hidden_layers"),
         ("num_hidden_layers", u64::MAX.into(), "does not fit the u32"),
-        ("num_hidden_layers", (-1).into(), "not a non-negative integer"),
+        (
+            "num_hidden_layers",
+            (-1).into(),
+            "not a non-negative integer",
+        ),
         ("layer_norm_eps", "1e-12".into(), "layer_norm_eps"),
         ("num_attention_heads", 0.into(), "must be at least 1"),
         ("num_attention_heads", 7.into(), "num_attention_heads"),
-        ("max_position_embeddings", 1024.into(), "position_embd.weight"),
+        (
+            "max_position_embeddings",
+            1024.into(),
+            "position_embd.weight",
+        ),
         ("intermediate_size", 1000.into(), "ffn_up.weight"),
         ("vocab_size", 30000.into(), "token_embd.weight"),
     ];
@@ -89,13 +97,23 @@ fn broken_safetensors_are_refused_naming_the_file_and_tensor() {
     let d = tmp.path().join("missing");
     common::copy_hf(&minilm(), &d);
     common::rewrite_safetensors(&d, |h| drop(h.remove(q3)), |_, _| {});
-    let e = format!("{:#}", try_convert(&d, &d.join("o.gguf"), false).unwrap_err());
+    let e = format!(
+        "{:#}",
+        try_convert(&d, &d.join("o.gguf"), false).unwrap_err()
+    );
     assert!(e.contains("blk.3.attn_q.weight is missing"), "{e}");
     // A 2-D weight declared 1-D.
     let d = tmp.path().join("flat");
     common::copy_hf(&minilm(), &d);
-    common::rewrite_safetensors(&d, |h| h[q3]["shape"] = serde_json::json!([147456]), |_, _| {});
-    let e = format!("{:#}", try_convert(&d, &d.join("o.gguf"), false).unwrap_err());
+    common::rewrite_safetensors(
+        &d,
+        |h| h[q3]["shape"] = serde_json::json!([147456]),
+        |_, _| {},
+    );
+    let e = format!(
+        "{:#}",
+        try_convert(&d, &d.join("o.gguf"), false).unwrap_err()
+    );
     assert!(e.contains("blk.3.attn_q.weight has ne [147456]"), "{e}");
     // Overlapping data_offsets.
     let d = tmp.path().join("overlap");
@@ -108,8 +126,14 @@ fn broken_safetensors_are_refused_naming_the_file_and_tensor() {
         },
         |_, _| {},
     );
-    let e = format!("{:#}", try_convert(&d, &d.join("o.gguf"), false).unwrap_err());
-    assert!(e.contains("model.safetensors") && e.contains("overlap"), "{e}");
+    let e = format!(
+        "{:#}",
+        try_convert(&d, &d.join("o.gguf"), false).unwrap_err()
+    );
+    assert!(
+        e.contains("model.safetensors") && e.contains("overlap"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -214,8 +238,10 @@ fn files_llama_cpp_refuses_are_no_go_with_its_reason() {
         .filter(|b| b["code"] == "llama-load")
         .collect();
     assert!(
-        load.iter()
-            .any(|b| b["detail"].as_str().unwrap().contains("bert.context_length")),
+        load.iter().any(|b| b["detail"]
+            .as_str()
+            .unwrap()
+            .contains("bert.context_length")),
         "{load:?}"
     );
     // No pooling: a blocker naming the file, not a raw error.
@@ -224,7 +250,11 @@ fn files_llama_cpp_refuses_are_no_go_with_its_reason() {
     let r = common::verify_with(&minilm(), &p, None);
     assert_eq!(r.verdict, Verdict::NoGo);
     let b = blockers(&r, BlockerCode::VectorsPooling);
-    assert!(b.iter().any(|b| b.contains("nopool.gguf")), "{:?}", r.blockers);
+    assert!(
+        b.iter().any(|b| b.contains("nopool.gguf")),
+        "{:?}",
+        r.blockers
+    );
 }
 
 #[test]
@@ -236,7 +266,10 @@ fn a_gguf_checked_against_the_wrong_hf_folder_is_no_go() {
     assert_eq!(r.verdict, Verdict::NoGo);
     let b = blockers(&r, BlockerCode::ArchitectureMismatch);
     assert_eq!(b.len(), 1, "{:?}", r.blockers);
-    assert!(b[0].contains("\"bert\"") && b[0].contains("\"llama\""), "{b:?}");
+    assert!(
+        b[0].contains("\"bert\"") && b[0].contains("\"llama\""),
+        "{b:?}"
+    );
 }
 
 #[test]
@@ -283,4 +316,85 @@ fn a_closed_pipe_ends_quietly() {
     assert!(first.starts_with("dequantization throughput"), "{first}");
     assert!(!err.contains("panicked"), "{err}");
     assert_ne!(o.status.code(), Some(101), "{err}");
+}
+
+/// A 1 MiB tmpfs mounted for the test (root only; unmounted on drop).
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(at: &Path) -> Option<SmallDisk> {
+        std::fs::create_dir_all(at).ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+            .arg(at)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| SmallDisk(at.to_path_buf()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_names_the_path_exits_3_and_leaves_no_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&tmp.path().join("small")) else {
+        // Mounting needs root (as on the project's machines and CI); the classification
+        // itself is also covered by cli::exit's unit test.
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    };
+    let f16 = tmp.path().join("f16.gguf");
+    common::convert_to(
+        &common::hf("SmolLM2-135M-Instruct"),
+        &f16,
+        OutType::F16,
+        false,
+    );
+    let runs: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["quantize", f16.to_str().unwrap(), "OUT/q.gguf", "Q8_0"],
+            "ENOSPC",
+        ),
+        (
+            vec![
+                "eval",
+                "kld-base",
+                f16.to_str().unwrap(),
+                "-f",
+                "WIKI",
+                "--out",
+                "OUT/b.logits",
+                "--chunks",
+                "1",
+            ],
+            "cannot write the base logits",
+        ),
+        (
+            vec!["convert", "MINILM", "-o", "OUT/m.gguf"],
+            "No space left",
+        ),
+    ];
+    let out = disk.0.to_str().unwrap().to_string();
+    for (args, want) in runs {
+        let wiki = common::wiki();
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| {
+                a.replace("OUT", &out)
+                    .replace("WIKI", wiki.to_str().unwrap())
+                    .replace("MINILM", minilm().to_str().unwrap())
+            })
+            .collect();
+        let o = common::qg().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {err}");
+        assert!(err.contains(&out) && err.contains(want), "{args:?}: {err}");
+        let left: Vec<_> = std::fs::read_dir(&disk.0).unwrap().flatten().collect();
+        assert!(left.is_empty(), "{args:?} left {left:?}");
+    }
 }

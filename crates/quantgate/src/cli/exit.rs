@@ -50,9 +50,13 @@ pub fn usage(msg: impl Into<String>) -> anyhow::Error {
 /// Whether `e` is a runtime failure (exit 3) rather than a usage or input error: llama.cpp
 /// failed to create a context, decode or quantize, or a write met a full disk or quota.
 fn is_runtime_failure(e: &anyhow::Error) -> bool {
+    // tempfile wraps write errors with the path: the kind survives, the raw errno does not.
     let disk_full = |io: &std::io::Error| {
-        io.raw_os_error()
-            .is_some_and(|n| n == libc::ENOSPC || n == libc::EDQUOT)
+        use std::io::ErrorKind::{QuotaExceeded, StorageFull};
+        matches!(io.kind(), StorageFull | QuotaExceeded)
+            || io
+                .raw_os_error()
+                .is_some_and(|n| n == libc::ENOSPC || n == libc::EDQUOT)
     };
     e.chain().any(|c| {
         matches!(

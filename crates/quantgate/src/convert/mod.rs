@@ -390,9 +390,11 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
     add_tensors(&mut w, &hf, &planned, &affine, &sink);
     let planned_out: Vec<PlannedTensor> = planned.iter().map(|(_, p)| p.clone()).collect();
     let rules = rule_summary(&planned_out);
-    let summary = w
-        .write_to_path(out)
-        .map_err(|e| anyhow!("{}: {e}", out.display()))?;
+    let summary = w.write_to_path(out).map_err(|e| match e {
+        // Already names the file (and keeps the OS error for the exit status).
+        e @ gguf::Error::Io { .. } => anyhow::Error::from(e),
+        e => anyhow!("{}: {e}", out.display()),
+    })?;
     for (name, n) in underflow.borrow().iter() {
         notes.push(format!(
             "{name}: {n} non-zero values are below the f16 range and became zero"

@@ -97,17 +97,24 @@ pub fn write_base(
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    // Disk errors name the output (the io::Error stays in the chain: exit status 3).
+    let ctx = || format!("{}: cannot write the base logits", out.display());
     let tmp = tempfile::Builder::new()
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .tempfile_in(dir)?;
+        .tempfile_in(dir)
+        .with_context(ctx)?;
     let mut w = BufWriter::new(tmp.as_file());
-    w.write_all(MAGIC)?;
-    for v in [n_ctx as i32, n_vocab as i32, n_chunk as i32] {
-        w.write_all(&v.to_le_bytes())?;
-    }
-    for t in &tokens[..n_chunk * n_ctx] {
-        w.write_all(&t.to_le_bytes())?;
-    }
+    let header = |w: &mut BufWriter<&std::fs::File>| -> std::io::Result<()> {
+        w.write_all(MAGIC)?;
+        for v in [n_ctx as i32, n_vocab as i32, n_chunk as i32] {
+            w.write_all(&v.to_le_bytes())?;
+        }
+        for t in &tokens[..n_chunk * n_ctx] {
+            w.write_all(&t.to_le_bytes())?;
+        }
+        Ok(())
+    };
+    header(&mut w).with_context(ctx)?;
     let mut rec = Vec::new();
     super::ppl::scored_chunks(&model, &tokens, n_ctx, n_chunk, 512, threads, |i, rows| {
         for l in rows {
@@ -119,10 +126,11 @@ pub fn write_base(
         }
         progress(i + 1, n_chunk);
         Ok(())
-    })?;
-    w.flush()?;
+    })
+    .with_context(ctx)?;
+    w.flush().with_context(ctx)?;
     drop(w);
-    tmp.as_file().sync_all()?;
+    tmp.as_file().sync_all().with_context(ctx)?;
     tmp.persist(out)
         .map_err(|e| anyhow::anyhow!("{}: {}", out.display(), e.error))?;
     Ok(KldBaseResult {
