@@ -3,7 +3,7 @@
 
 mod common;
 
-use quantgate::convert::{self, ConvertOptions, OutType};
+use quantgate::convert::OutType;
 use quantgate::eval::ppl::{self, PplParams};
 use quantgate::eval::ref_ppl::reference_perplexity;
 
@@ -17,17 +17,7 @@ fn reference_ppl_matches_llama_cpp_on_f16() {
     let text = ppl::read_text(&common::wiki()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let gguf = dir.path().join("smollm2-f16.gguf");
-    convert::convert(
-        &hf,
-        &gguf,
-        &ConvertOptions {
-            outtype: OutType::F16,
-            vocab_only: false,
-            fallback: None,
-            allow_nonfinite: false,
-        },
-    )
-    .unwrap();
+    common::convert_to(&hf, &gguf, OutType::F16, false);
     let (n_ctx, chunks) = (128usize, 2usize);
     let l = ppl::perplexity(
         &gguf,

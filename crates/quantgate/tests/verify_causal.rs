@@ -6,7 +6,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use quantgate::convert::{self, ConvertOptions, OutType};
+use quantgate::convert::{self, OutType};
 use quantgate::verify::{self, BlockerCode, Verdict, VerifyOptions};
 
 #[test]
@@ -18,17 +18,7 @@ fn smollm2_fixture_to_f16_verifies_go_with_logits() {
     );
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("smollm2-f16.gguf");
-    let c = convert::convert(
-        &hf,
-        &out,
-        &ConvertOptions {
-            outtype: OutType::F16,
-            vocab_only: false,
-            fallback: None,
-            allow_nonfinite: false,
-        },
-    )
-    .unwrap();
+    let c = common::convert_to(&hf, &out, OutType::F16, false);
     assert_eq!(c.tensors.len(), 272);
     let q = c
         .tensors

@@ -443,9 +443,9 @@ pub fn exact_type(a: Affine, all_f16_exact: bool) -> (Option<GgmlType>, String) 
 }
 
 /// Encodes codes (`rows × inn`, one per value) with per-group scale/bias (f16-exact) as Q4_1
-/// blocks (`block_q4_1`: d f16, m f16, qs[16]: value j in the low nibble of qs[j], j+16 in the
+/// blocks (`block_q4_1`: d f16, m f16, `qs[16]`: value j in the low nibble of `qs[j]`, j+16 in the
 /// high nibble) or Q5_1 blocks (`block_q5_1`: d, m, qh u32 with bit j = 5th bit of value j,
-/// qs[16] as Q4_1).
+/// `qs[16]` as Q4_1).
 pub fn encode_exact(
     ty: GgmlType,
     codes: &[u8],

@@ -1,4 +1,4 @@
-//! Renders a [`VerifyReport`](super::VerifyReport) as `report.json` and `report.md`, written
+//! Renders a [`super::VerifyReport`] as `report.json` and `report.md`, written
 //! atomically (temp file + rename).
 
 use std::fmt::Write as _;
