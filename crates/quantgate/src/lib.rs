@@ -17,6 +17,7 @@ pub mod interrupt;
 pub mod paths;
 pub mod protocol;
 pub mod quantize;
+pub mod selftest;
 pub mod serde_nan;
 pub mod stats;
 pub mod verify;

@@ -32,6 +32,9 @@ enum Command {
     /// fetched by scripts/fetch-models.sh) converted to F16 and Q8_0, each verified with all three
     /// gates; prints where the reports are and `GO` as the last line when both pass.
     Demo(cli::demo::Args),
+    /// Fault injection into the verifier on your own model: mutants of a correct conversion,
+    /// each verified; prints which blocker caught each class (exit 1 if any mutant passes).
+    Selftest(cli::selftest::Args),
     /// Quantize a GGUF with llama.cpp's own quantizer; reports each tensor's type and every
     /// fallback by name.
     Quantize(cli::quantize::Args),
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
         Command::Verify(a) => cli::verify::run(a),
         Command::Demo(a) => cli::demo::run(a),
         Command::Quantize(a) => cli::quantize::run(a),
+        Command::Selftest(a) => cli::selftest::run(a),
         Command::Protocol(c) => cli::protocol::run(c),
         Command::Run(a) => cli::run::run(a),
         Command::Analyze(a) => cli::analyze::run(a),

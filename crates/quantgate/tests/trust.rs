@@ -398,3 +398,34 @@ fn a_full_disk_names_the_path_exits_3_and_leaves_no_output() {
         assert!(left.is_empty(), "{args:?} left {left:?}");
     }
 }
+
+#[test]
+fn selftest_catches_every_mutant_of_minilm_f16_and_passes_the_original() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = tmp.path().join("f16.gguf");
+    common::convert_to(&minilm(), &good, OutType::F16, false);
+    let r = quantgate::selftest::run(&minilm(), &good, 2, |_, _, _| {}).unwrap();
+    assert_eq!(r.baseline, Verdict::Go, "{:?}", r.baseline_blockers);
+    let missed: Vec<_> = r.mutants.iter().filter(|m| !m.caught).collect();
+    assert!(missed.is_empty(), "{missed:?}");
+    let classes: std::collections::BTreeSet<&str> =
+        r.mutants.iter().map(|m| m.class.as_str()).collect();
+    for c in [
+        "one ulp",
+        "swap",
+        "NaN",
+        "tokenizer flag",
+        "pre-tokenizer",
+        "special id",
+        "pooling",
+        "epsilon",
+        "head count",
+        "key added",
+        "key removed",
+        "inconsistent with tensors",
+        "truncated",
+    ] {
+        assert!(classes.contains(c), "class {c} missing: {classes:?}");
+    }
+    assert!(r.sound());
+}

@@ -12,6 +12,7 @@ pub mod progress;
 pub mod protocol;
 pub mod quantize;
 pub mod run;
+pub mod selftest;
 pub mod verify;
 
 pub use exit::Status;

@@ -307,10 +307,9 @@ pub fn check_tensors(
         };
         *r.by_type.entry(ty.to_string()).or_default() += 1;
         let expected = expected_bytes(hf, a, si, info, ty, &ne_src, &mut maps)?;
-        let mut stored = vec![0u8; info.size as usize];
-        file.seek(SeekFrom::Start(info.file_offset))?;
-        file.read_exact(&mut stored)
-            .with_context(|| format!("reading {} data", info.name))?;
+        let Some(stored) = read_stored(&mut file, gguf_path, info, blockers)? else {
+            continue;
+        };
         if stored == expected {
             r.bit_identical += 1;
         } else {
@@ -329,6 +328,36 @@ pub fn check_tensors(
         }
     }
     Ok(())
+}
+
+/// The stored bytes of `info`, or a blocker when the file ends before them (a truncated file).
+///
+/// Errors: a read failure other than the end of the file.
+pub fn read_stored(
+    file: &mut std::fs::File,
+    path: &Path,
+    info: &CTensorInfo,
+    blockers: &mut Vec<Blocker>,
+) -> Result<Option<Vec<u8>>> {
+    let len = file.metadata()?.len();
+    let end = info.file_offset.saturating_add(info.size);
+    if end > len {
+        blockers.push(Blocker::new(
+            1,
+            BlockerCode::TensorTruncated,
+            &info.name,
+            format!(
+                "{}: data ends at byte {end}, the file has {len} bytes",
+                path.display()
+            ),
+        ));
+        return Ok(None);
+    }
+    let mut stored = vec![0u8; info.size as usize];
+    file.seek(SeekFrom::Start(info.file_offset))?;
+    file.read_exact(&mut stored)
+        .with_context(|| format!("{}: reading {} data", path.display(), info.name))?;
+    Ok(Some(stored))
 }
 
 /// GGUF name → index of the HF source tensor mapped to it, for sources not covered elsewhere.

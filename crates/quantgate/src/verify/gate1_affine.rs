@@ -10,7 +10,6 @@
 //! loader and dequantized by the reference (`reference::mlx`), not by the converter.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -437,10 +436,9 @@ pub fn check(
         };
         *r.by_type.entry(ty.to_string()).or_default() += 1;
         let src = source_module(&mut src_maps, m, a, &name)?;
-        let mut stored = vec![0u8; info.size as usize];
-        file.seek(SeekFrom::Start(info.file_offset))?;
-        file.read_exact(&mut stored)
-            .with_context(|| format!("reading {name}"))?;
+        let Some(stored) = super::gate1::read_stored(&mut file, gguf_path, info, blockers)? else {
+            continue;
+        };
         let mc = ModuleCheck {
             ty,
             stored: &stored,

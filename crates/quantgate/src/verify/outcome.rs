@@ -59,6 +59,8 @@ pub enum BlockerCode {
     TensorMissing,
     /// Gate 1: the file holds a tensor the source does not imply.
     TensorUnexpected,
+    /// Gate 1: the file ends before a tensor's data (a truncated file).
+    TensorTruncated,
     /// Gate 1: a tensor's shape differs.
     TensorShape,
     /// Gate 1: a tensor's stored type differs from the expected one.

@@ -1,0 +1,405 @@
+//! `quantgate selftest HF_DIR GGUF`: fault injection into the verifier, on the user's own model.
+//! From a correct conversion it builds mutants in classes (a value one ulp off, swapped
+//! tensors, a NaN, flipped tokenizer flags, another pre-tokenizer, a swapped merge, a changed
+//! special id, pooling, nudged epsilon and rope base, a head count, a key added or removed, a
+//! hyperparameter inconsistent with the tensors, a truncated file), verifies each, and says
+//! which blocker caught it. The verifier is sound on that model when the unmutated file is GO
+//! and every mutant is NO-GO for the right reason. Mutants live in a temp folder, removed at
+//! the end.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use gguf::{GgmlType, Gguf, GgufWriter, TensorData, TensorEntry, Value};
+use serde::Serialize;
+
+use crate::verify::{self, BlockerCode, Verdict, VerifyOptions};
+
+/// One change to the unmutated file.
+enum Change {
+    /// Set (or add) a key.
+    Set(String, Value),
+    /// Remove a key.
+    Remove(String),
+    /// Replace tensor `name`'s bytes with the result of a function of them.
+    Bytes(String, fn(GgmlType, &mut [u8])),
+    /// Swap the data of two same-shaped, same-typed tensors.
+    Swap(String, String),
+    /// Keep only the first `n` bytes of the file.
+    Truncate(u64),
+}
+
+/// A mutant: its class, what was changed, and the blockers that are the right reason.
+pub struct Mutant {
+    /// Class, e.g. `one ulp`, `tokenizer flag`.
+    pub class: &'static str,
+    /// What was changed, e.g. `blk.0.attn_q.weight (F16)`.
+    pub what: String,
+    /// A NO-GO with any of these blockers is caught for the right reason.
+    pub expect: &'static [BlockerCode],
+    change: Change,
+}
+
+/// How one mutant fared.
+#[derive(Clone, Debug, Serialize)]
+pub struct MutantResult {
+    /// The mutant's class.
+    pub class: String,
+    /// What was changed.
+    pub what: String,
+    /// NO-GO for a right reason (or, for a file ggml cannot read, an input error naming it).
+    pub caught: bool,
+    /// The blocker codes the verifier raised (or `error: …` when it refused the input).
+    pub by: Vec<String>,
+}
+
+/// The whole self-test.
+#[derive(Clone, Debug, Serialize)]
+pub struct SelftestReport {
+    /// The verdict on the unmutated file (must be GO).
+    pub baseline: Verdict,
+    /// Its blockers, if any (a false NO-GO).
+    pub baseline_blockers: Vec<String>,
+    /// Every mutant, in build order.
+    pub mutants: Vec<MutantResult>,
+}
+
+impl SelftestReport {
+    /// Sound: the unmutated file is GO and every mutant was caught.
+    pub fn sound(&self) -> bool {
+        self.baseline == Verdict::Go && self.mutants.iter().all(|m| m.caught)
+    }
+}
+
+/// Adds one to the integer view of element 7 (F32/F16/BF16: one ulp), or to the last byte of
+/// the first block (block types: one code of one block).
+fn one_ulp(ty: GgmlType, d: &mut [u8]) {
+    match ty {
+        GgmlType::F32 => {
+            let v = u32::from_le_bytes(d[28..32].try_into().expect("4 bytes")) + 1;
+            d[28..32].copy_from_slice(&v.to_le_bytes());
+        }
+        GgmlType::F16 | GgmlType::BF16 => {
+            let v = u16::from_le_bytes([d[14], d[15]]).wrapping_add(1);
+            d[14..16].copy_from_slice(&v.to_le_bytes());
+        }
+        t => {
+            let i = t.type_size() as usize - 1;
+            d[i] ^= 1;
+        }
+    }
+}
+
+/// Writes a NaN into element 7 (F32/F16/BF16) or into the first block's scale (block types:
+/// every block type starts or ends with an f16 scale; Q8_0, Q4_x, Q5_x start with it).
+fn nan(ty: GgmlType, d: &mut [u8]) {
+    match ty {
+        GgmlType::F32 => d[28..32].copy_from_slice(&f32::NAN.to_le_bytes()),
+        GgmlType::F16 => d[14..16].copy_from_slice(&0x7e00u16.to_le_bytes()),
+        GgmlType::BF16 => d[14..16].copy_from_slice(&0x7fc0u16.to_le_bytes()),
+        _ => d[0..2].copy_from_slice(&0x7e00u16.to_le_bytes()),
+    }
+}
+
+/// `v` one ulp up (f32) or plus one (integers).
+fn nudge(v: &Value) -> Option<Value> {
+    Some(match v {
+        Value::F32(x) => Value::F32(f32::from_bits(x.to_bits() + 1)),
+        Value::U32(x) => Value::U32(x + 1),
+        Value::I32(x) => Value::I32(x + 1),
+        Value::Bool(b) => Value::Bool(!b),
+        _ => return None,
+    })
+}
+
+fn set(k: &str, v: Value) -> Change {
+    Change::Set(k.to_string(), v)
+}
+
+/// Tensor mutants: one ulp in the first tensor of each stored type, a NaN, two swapped.
+fn tensor_mutants(g: &Gguf, out: &mut Vec<Mutant>) {
+    use BlockerCode::*;
+    let mut types_seen = Vec::new();
+    for t in &g.header.tensors {
+        if t.n_bytes < 64 || types_seen.contains(&t.ggml_type) {
+            continue;
+        }
+        types_seen.push(t.ggml_type);
+        out.push(Mutant {
+            class: "one ulp",
+            what: format!("{} ({})", t.name, t.ggml_type),
+            expect: &[TensorBits, AffineFields, AffineValues, FallbackBits],
+            change: Change::Bytes(t.name.clone(), one_ulp),
+        });
+    }
+    if let Some(t) = g.header.tensors.iter().find(|t| t.dims.len() == 2) {
+        out.push(Mutant {
+            class: "NaN",
+            what: format!("{} ({})", t.name, t.ggml_type),
+            expect: &[
+                TensorBits,
+                AffineFields,
+                AffineValues,
+                FallbackBits,
+                NonFinite,
+            ],
+            change: Change::Bytes(t.name.clone(), nan),
+        });
+    }
+    let ts = &g.header.tensors;
+    let pair = ts.iter().enumerate().find_map(|(i, a)| {
+        ts[i + 1..]
+            .iter()
+            .find(|b| b.dims == a.dims && b.ggml_type == a.ggml_type && b.dims.len() == 2)
+            .map(|b| (a.name.clone(), b.name.clone()))
+    });
+    if let Some((a, b)) = pair {
+        out.push(Mutant {
+            class: "swap",
+            what: format!("{a} ↔ {b}"),
+            expect: &[TensorBits, AffineFields, AffineValues, FallbackBits],
+            change: Change::Swap(a, b),
+        });
+    }
+}
+
+/// Tokenizer mutants: each add_* flag flipped, another pre-tokenizer, a merge swapped, a
+/// special id changed.
+fn tokenizer_mutants(g: &Gguf, out: &mut Vec<Mutant>) {
+    use gguf::keys::tokenizer as k;
+    let mm = &[BlockerCode::MetadataMismatch][..];
+    for (key, v) in &g.header.metadata {
+        let is_flag = key.starts_with("tokenizer.ggml.add_");
+        if let (true, Value::Bool(b)) = (is_flag, v) {
+            let flipped = Value::Bool(!b);
+            let what = format!("{key} = {}", !b);
+            let change = set(key, flipped);
+            out.push(Mutant {
+                class: "tokenizer flag",
+                what,
+                expect: mm,
+                change,
+            });
+        }
+    }
+    if let Some(pre) = g.header.get(k::PRE).and_then(Value::as_str) {
+        let other = if pre == "gpt-2" { "llama3" } else { "gpt-2" };
+        let change = set(k::PRE, Value::string(other));
+        out.push(Mutant {
+            class: "pre-tokenizer",
+            what: format!("{pre} → {other}"),
+            expect: mm,
+            change,
+        });
+    }
+    if let Some(Value::Array(t, items)) = g.header.get(k::MERGES) {
+        if items.len() > 2 {
+            let mut items = items.clone();
+            items.swap(0, 1);
+            let change = set(k::MERGES, Value::Array(*t, items));
+            out.push(Mutant {
+                class: "merge",
+                what: "merges 0 ↔ 1".into(),
+                expect: mm,
+                change,
+            });
+        }
+    }
+    let special = g
+        .header
+        .metadata
+        .iter()
+        .find(|(key, _)| key.starts_with("tokenizer.ggml.") && key.ends_with("_token_id"));
+    if let Some((key, v)) = special {
+        if let Some(n) = nudge(v) {
+            let change = set(key, n);
+            out.push(Mutant {
+                class: "special id",
+                what: format!("{key} + 1"),
+                expect: mm,
+                change,
+            });
+        }
+    }
+}
+
+/// Hyperparameter mutants: pooling, epsilon and rope base one ulp, a head count, a
+/// context length and block count inconsistent with the tensors.
+fn hparam_mutants(g: &Gguf, arch: &str, out: &mut Vec<Mutant>) {
+    use gguf::keys::{arch_key, llm};
+    use BlockerCode::*;
+    let cases: [(&'static str, &str, &'static [BlockerCode]); 6] = [
+        (
+            "pooling",
+            llm::POOLING_TYPE,
+            &[MetadataMismatch, VectorsPooling],
+        ),
+        ("epsilon", llm::LAYERNORM_EPS, &[MetadataMismatch]),
+        ("epsilon", llm::LAYERNORM_RMS_EPS, &[MetadataMismatch]),
+        ("rope base", llm::ROPE_FREQ_BASE, &[MetadataMismatch]),
+        (
+            "head count",
+            llm::HEAD_COUNT,
+            &[MetadataMismatch, LlamaLoad],
+        ),
+        (
+            "inconsistent with tensors",
+            llm::BLOCK_COUNT,
+            &[MetadataMismatch, LlamaLoad],
+        ),
+    ];
+    for (class, tpl, expect) in cases {
+        let key = arch_key(tpl, arch);
+        if let Some(n) = g.header.get(&key).and_then(nudge) {
+            let what = format!("{key} nudged");
+            out.push(Mutant {
+                class,
+                what,
+                expect,
+                change: Change::Set(key, n),
+            });
+        }
+    }
+}
+
+/// Every mutant of the unmutated file `g`.
+pub fn mutants(g: &Gguf) -> Vec<Mutant> {
+    use BlockerCode::*;
+    let mut out = Vec::new();
+    tensor_mutants(g, &mut out);
+    tokenizer_mutants(g, &mut out);
+    let arch = g.header.architecture().unwrap_or("").to_string();
+    hparam_mutants(g, &arch, &mut out);
+    let ctx = gguf::keys::arch_key(gguf::keys::llm::CONTEXT_LENGTH, &arch);
+    out.push(Mutant {
+        class: "key added",
+        what: "tokenizer.chat_template".into(),
+        expect: &[MetadataUnexpected],
+        change: set("tokenizer.chat_template", Value::string("{{ messages }}")),
+    });
+    out.push(Mutant {
+        class: "key removed",
+        what: ctx.clone(),
+        expect: &[MetadataMissing, LlamaLoad],
+        change: Change::Remove(ctx),
+    });
+    let len = g.bytes().len() as u64;
+    out.push(Mutant {
+        class: "truncated",
+        what: format!("{} of {len} bytes", len / 2),
+        expect: &[TensorTruncated, LlamaLoad],
+        change: Change::Truncate(len / 2),
+    });
+    out
+}
+
+/// Writes the mutant of `g` to `dst`.
+fn build(g: &Gguf, change: &Change, dst: &Path) -> Result<()> {
+    if let Change::Truncate(n) = change {
+        std::fs::write(dst, &g.bytes()[..*n as usize])?;
+        return Ok(());
+    }
+    let mut w = GgufWriter::new();
+    w.set_version(g.header.version);
+    for (k, v) in &g.header.metadata {
+        match change {
+            Change::Remove(r) if r == k => {}
+            Change::Set(s, nv) if s == k => w.add_kv(k.clone(), nv.clone()),
+            _ => w.add_kv(k.clone(), v.clone()),
+        }
+    }
+    if let Change::Set(s, nv) = change {
+        if g.header.get(s).is_none() {
+            w.add_kv(s.clone(), nv.clone());
+        }
+    }
+    for t in &g.header.tensors {
+        let from = match change {
+            Change::Swap(a, b) if &t.name == a => g.header.tensor(b).unwrap_or(t),
+            Change::Swap(a, b) if &t.name == b => g.header.tensor(a).unwrap_or(t),
+            _ => t,
+        };
+        let data = match change {
+            Change::Bytes(n, f) if n == &t.name => {
+                let mut d = g.tensor_data(t).to_vec();
+                f(t.ggml_type, &mut d);
+                TensorData::Owned(d)
+            }
+            _ => TensorData::Borrowed(g.tensor_data(from)),
+        };
+        w.add_tensor(TensorEntry {
+            name: t.name.clone(),
+            ggml_type: t.ggml_type,
+            dims: t.dims.clone(),
+            data,
+        });
+    }
+    w.write_to_path(dst)?;
+    Ok(())
+}
+
+fn verify_one(hf: &Path, gguf: &Path, threads: i32) -> Result<verify::VerifyReport> {
+    verify::verify(&VerifyOptions {
+        hf_dir: hf.to_path_buf(),
+        gguf: gguf.to_path_buf(),
+        texts: None,
+        protocol: None,
+        release: None,
+        threads,
+    })
+}
+
+/// Runs the self-test of `gguf` (converted from `hf`). `progress(done, total, class)` is
+/// called before each verification.
+///
+/// Errors: the inputs are unusable (the unmutated file cannot be read or verified at all).
+pub fn run(
+    hf: &Path,
+    gguf: &Path,
+    threads: i32,
+    mut progress: impl FnMut(usize, usize, &str),
+) -> Result<SelftestReport> {
+    let g = Gguf::open(gguf)?;
+    let list = mutants(&g);
+    progress(0, list.len() + 1, "unmutated");
+    let base = verify_one(hf, gguf, threads)?;
+    let tmp = tempfile::tempdir().context("temp folder for the mutants")?;
+    let mut results = Vec::new();
+    for (i, m) in list.iter().enumerate() {
+        crate::interrupt::check()?;
+        progress(i + 1, list.len() + 1, m.class);
+        let p: PathBuf = tmp.path().join(format!("mutant-{i}.gguf"));
+        build(&g, &m.change, &p).with_context(|| format!("building mutant {}", m.what))?;
+        let (caught, by) = match verify_one(hf, &p, threads) {
+            Ok(r) => {
+                let by: Vec<String> = r.blockers.iter().map(|b| b.code.to_string()).collect();
+                let right = r.blockers.iter().any(|b| m.expect.contains(&b.code));
+                (r.verdict == Verdict::NoGo && right, by)
+            }
+            // Only a file ggml cannot read is an acceptable refusal, and it must name it.
+            Err(e) => {
+                let msg = format!("{e:#}");
+                (
+                    m.expect.is_empty() && msg.contains(&*p.to_string_lossy()),
+                    vec![format!("error: {msg}")],
+                )
+            }
+        };
+        let _ = std::fs::remove_file(&p);
+        results.push(MutantResult {
+            class: m.class.into(),
+            what: m.what.clone(),
+            caught,
+            by,
+        });
+    }
+    Ok(SelftestReport {
+        baseline: base.verdict,
+        baseline_blockers: base
+            .blockers
+            .iter()
+            .map(|b| format!("{}: {}", b.code, b.subject))
+            .collect(),
+        mutants: results,
+    })
+}
