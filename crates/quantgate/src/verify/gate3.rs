@@ -43,13 +43,8 @@ fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// Hashes the release folder and re-measures its single GGUF file.
-pub fn check(
-    dir: &Path,
-    params: &ContextParams,
-    gate2: Option<&vectors::VectorReport>,
-    blockers: &mut Vec<Blocker>,
-) -> Result<Gate3Report> {
+/// Every file of `dir` with its sha256, sorted by path.
+fn manifest(dir: &Path) -> Result<(Vec<std::path::PathBuf>, Vec<InputHash>)> {
     let mut files = Vec::new();
     walk(dir, &mut files)?;
     files.sort();
@@ -62,6 +57,41 @@ pub fn check(
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    Ok((files, manifest))
+}
+
+/// A blocker for every re-measured vector that has the wrong width, a non-finite element or
+/// no length.
+fn check_vectors(vs: &[Vec<f32>], n_embd: usize, blockers: &mut Vec<Blocker>) {
+    for (i, v) in vs.iter().enumerate() {
+        let norm: f64 = v
+            .iter()
+            .map(|x| (*x as f64) * (*x as f64))
+            .sum::<f64>()
+            .sqrt();
+        if v.len() != n_embd || !v.iter().all(|x| x.is_finite()) || norm.is_nan() || norm <= 0.0 {
+            blockers.push(Blocker::new(
+                3,
+                BlockerCode::ReleaseVector,
+                &format!("text {i}"),
+                format!(
+                    "dim {}, L2 norm {norm}, finite {}",
+                    v.len(),
+                    v.iter().all(|x| x.is_finite())
+                ),
+            ));
+        }
+    }
+}
+
+/// Hashes the release folder and re-measures its single GGUF file.
+pub fn check(
+    dir: &Path,
+    params: &ContextParams,
+    gate2: Option<&vectors::VectorReport>,
+    blockers: &mut Vec<Blocker>,
+) -> Result<Gate3Report> {
+    let (files, manifest) = manifest(dir)?;
     let ggufs: Vec<&std::path::PathBuf> = files
         .iter()
         .filter(|f| f.extension().is_some_and(|e| e == "gguf"))
@@ -102,25 +132,7 @@ pub fn check(
     let (q, d) = vectors::embed_retrieval(&model, params)?;
     let embed_ms = t1.elapsed().as_secs_f64() * 1e3;
     let n_embd = model.n_embd();
-    for (i, v) in q.iter().chain(&d).enumerate() {
-        let norm: f64 = v
-            .iter()
-            .map(|x| (*x as f64) * (*x as f64))
-            .sum::<f64>()
-            .sqrt();
-        if v.len() != n_embd || !v.iter().all(|x| x.is_finite()) || norm.is_nan() || norm <= 0.0 {
-            blockers.push(Blocker::new(
-                3,
-                BlockerCode::ReleaseVector,
-                &format!("text {i}"),
-                format!(
-                    "dim {}, L2 norm {norm}, finite {}",
-                    v.len(),
-                    v.iter().all(|x| x.is_finite())
-                ),
-            ));
-        }
-    }
+    check_vectors(&[q.clone(), d.clone()].concat(), n_embd, blockers);
     let top1: Vec<usize> = q.iter().map(|x| vectors::top1(x, &d)).collect();
     match gate2 {
         Some(g2) if g2.llama_top1 != top1 => blockers.push(Blocker::new(
