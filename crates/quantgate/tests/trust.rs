@@ -429,3 +429,32 @@ fn selftest_catches_every_mutant_of_minilm_f16_and_passes_the_original() {
     }
     assert!(r.sound());
 }
+
+#[test]
+fn smollm2_with_an_injected_add_bos_is_no_go() {
+    // With add_bos added, llama.cpp's default add_special=true tokenization no longer matches
+    // HF; before the two-way metadata check this was GO ("25/25 metadata keys match").
+    let tmp = tempfile::tempdir().unwrap();
+    let hf = common::hf("SmolLM2-135M-Instruct");
+    let good = tmp.path().join("f16.gguf");
+    common::convert_to(&hf, &good, OutType::F16, false);
+    let g = gguf::Gguf::open(&good).unwrap();
+    assert!(g.header.get("tokenizer.ggml.add_bos_token").is_none());
+    drop(g);
+    let p = tmp.path().join("bos.gguf");
+    common::with_keys(
+        &good,
+        &p,
+        &[("tokenizer.ggml.add_bos_token", Value::Bool(true))],
+        &[],
+    );
+    let r = common::verify_with(&hf, &p, None);
+    assert_eq!(r.verdict, Verdict::NoGo);
+    let b = blockers(&r, BlockerCode::MetadataUnexpected);
+    assert!(
+        b.iter()
+            .any(|b| b.starts_with("tokenizer.ggml.add_bos_token")),
+        "{:?}",
+        r.blockers
+    );
+}
