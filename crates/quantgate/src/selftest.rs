@@ -271,12 +271,28 @@ pub fn mutants(g: &Gguf) -> Vec<Mutant> {
     let arch = g.header.architecture().unwrap_or("").to_string();
     hparam_mutants(g, &arch, &mut out);
     let ctx = gguf::keys::arch_key(gguf::keys::llm::CONTEXT_LENGTH, &arch);
-    out.push(Mutant {
-        class: "key added",
-        what: "tokenizer.chat_template".into(),
-        expect: &[MetadataUnexpected],
-        change: set("tokenizer.chat_template", Value::string("{{ messages }}")),
-    });
+    // A key the file does not have (a key it has would be a change, not an addition).
+    let added = [
+        (
+            "tokenizer.chat_template".to_string(),
+            Value::string("{{ messages }}"),
+        ),
+        (
+            gguf::keys::arch_key("{arch}.attention.scale", &arch),
+            Value::F32(0.5),
+        ),
+        (gguf::keys::tokenizer::add_token("bos"), Value::Bool(true)),
+    ]
+    .into_iter()
+    .find(|(k, _)| g.header.get(k).is_none());
+    if let Some((k, v)) = added {
+        out.push(Mutant {
+            class: "key added",
+            what: k.clone(),
+            expect: &[MetadataUnexpected],
+            change: Change::Set(k, v),
+        });
+    }
     out.push(Mutant {
         class: "key removed",
         what: ctx.clone(),
