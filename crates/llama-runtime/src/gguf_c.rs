@@ -74,6 +74,7 @@ impl CGguf {
     /// Errors: ggml refused the file ([`RuntimeError::Load`]).
     pub fn open(path: &Path) -> Result<CGguf, RuntimeError> {
         crate::init();
+        crate::ensure_regular(path)?;
         let mark = crate::log::mark();
         let load = || RuntimeError::Load {
             path: path.display().to_string(),

@@ -126,6 +126,22 @@ pub fn init() {
     });
 }
 
+/// A [`RuntimeError::Load`] unless `path` is a regular file: llama.cpp would block forever
+/// opening a FIFO, or read a device without end.
+pub(crate) fn ensure_regular(path: &std::path::Path) -> Result<(), RuntimeError> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => Err(RuntimeError::Load {
+            path: path.display().to_string(),
+            log: "not a regular file".into(),
+        }),
+        Err(e) => Err(RuntimeError::Load {
+            path: path.display().to_string(),
+            log: e.to_string(),
+        }),
+    }
+}
+
 /// The `log` of a [`RuntimeError::Load`]: llama.cpp's error lines since `mark`, or a hint.
 pub(crate) fn load_log(mark: u64) -> String {
     let l = log::errors_since(mark);

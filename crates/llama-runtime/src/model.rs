@@ -34,6 +34,7 @@ impl Model {
     /// Errors: [`RuntimeError::Load`] naming the file when llama.cpp refuses it.
     pub fn load(path: &Path, vocab_only: bool) -> Result<Model, RuntimeError> {
         init();
+        crate::ensure_regular(path)?;
         let mark = crate::log::mark();
         let c =
             CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| RuntimeError::Load {

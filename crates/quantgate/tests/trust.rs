@@ -294,6 +294,31 @@ fn a_fifo_in_place_of_the_weights_is_an_error_not_a_hang() {
         err.contains("model.safetensors") && err.contains("not a regular file"),
         "{err}"
     );
+    // A FIFO in place of the GGUF: eval and verify refuse it at once too.
+    let fifo = tmp.path().join("m.gguf");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let wiki = common::wiki();
+    let f = fifo.to_str().unwrap();
+    for args in [
+        vec!["eval", "ppl", f, "-f", wiki.to_str().unwrap()],
+        vec!["verify", "--hf", d.to_str().unwrap(), "--gguf", f],
+    ] {
+        let t0 = std::time::Instant::now();
+        let o = common::qg().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            t0.elapsed().as_secs() < 20,
+            "{args:?} took {:?}",
+            t0.elapsed()
+        );
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("m.gguf") && err.contains("not a regular file"),
+            "{err}"
+        );
+    }
 }
 
 #[test]
