@@ -90,8 +90,8 @@ fn one_ulp(ty: GgmlType, d: &mut [u8]) {
     }
 }
 
-/// Writes a NaN into element 7 (F32/F16/BF16) or into the first block's scale (block types:
-/// every block type starts or ends with an f16 scale; Q8_0, Q4_x, Q5_x start with it).
+/// Writes a NaN into element 7 (F32/F16/BF16), or f16 NaN bits into the first two bytes of a
+/// block type (the scale `d` of Q4_0 … Q8_0, Q4_K and Q5_K; two changed bytes elsewhere).
 fn nan(ty: GgmlType, d: &mut [u8]) {
     match ty {
         GgmlType::F32 => d[28..32].copy_from_slice(&f32::NAN.to_le_bytes()),
