@@ -111,6 +111,8 @@ pub fn quantize(input: &Path, output: &Path, ftype: &str, threads: i32) -> Resul
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let tmp = tempfile::Builder::new()
+        // As every other output (tempfile's default is 0600).
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .prefix(".quantgate-quantize-")
         .suffix(".gguf.tmp")
         .tempfile_in(dir)

@@ -266,6 +266,8 @@ fn a_gguf_checked_against_the_wrong_hf_folder_is_no_go() {
     assert_eq!(r.verdict, Verdict::NoGo);
     let b = blockers(&r, BlockerCode::ArchitectureMismatch);
     assert_eq!(b.len(), 1, "{:?}", r.blockers);
+    // The mismatch is the one blocker, not the first of hundreds of Gate 1 differences.
+    assert_eq!(r.blockers.len(), 1, "{:?}", r.blockers);
     assert!(
         b[0].contains("\"bert\"") && b[0].contains("\"llama\""),
         "{b:?}"
@@ -482,4 +484,18 @@ fn smollm2_with_an_injected_add_bos_is_no_go() {
         "{:?}",
         r.blockers
     );
+}
+
+#[test]
+fn quantize_output_has_the_mode_of_every_other_output() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let f16 = tmp.path().join("f16.gguf");
+    common::convert_to(&minilm(), &f16, OutType::F16, false);
+    let q = tmp.path().join("q8.gguf");
+    let r = quantgate::quantize::quantize(&f16, &q, "Q8_0", 2).unwrap();
+    assert!(r.gate1.pass);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    // tempfile creates 0600; outputs are 0644 like convert's.
+    assert_eq!((mode(&q), mode(&f16)), (0o644, 0o644));
 }

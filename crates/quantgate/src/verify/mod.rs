@@ -767,7 +767,17 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
     let mut inputs = vec![input_hash(&opts.gguf)?];
     let s = open_sources(opts, &mut f)?;
     inputs.extend(hash_hf_inputs(opts)?);
-    let g1 = gate1(opts, &s, &mut f)?;
+    // A file of another architecture than the HF folder: nothing can be compared (Gate 2
+    // names the mismatch as the one blocker, instead of hundreds of Gate 1 differences).
+    let g1 = if architecture_mismatch(&s).is_none() {
+        gate1(opts, &s, &mut f)?
+    } else {
+        Gate1 {
+            report: gate1::Gate1Report::default(),
+            affine: None,
+            source_inconsistent: false,
+        }
+    };
     let params = llama_runtime::ContextParams::embeddings(512, opts.threads);
     let g2 = gate2(opts, &s, &g1, &params, &thresholds, &mut f)?;
     let g3 = gate3(opts, &params, &g2, &mut f)?;
