@@ -44,7 +44,11 @@ pub fn run(a: Args) -> anyhow::Result<Status> {
 
 fn render(r: &SelftestReport) {
     println!("runtime: {}", llama_runtime::build_info());
-    println!("unmutated file: {} {:?}", r.baseline, r.baseline_blockers);
+    if r.baseline_blockers.is_empty() {
+        println!("unmutated file: {}", r.baseline);
+    } else {
+        println!("unmutated file: {} {:?}", r.baseline, r.baseline_blockers);
+    }
     println!("| class | mutants | caught | caught by |\n|---|---:|---:|---|");
     let mut classes: BTreeMap<&str, (usize, usize, Vec<String>)> = BTreeMap::new();
     for m in &r.mutants {

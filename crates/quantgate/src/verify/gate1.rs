@@ -245,7 +245,44 @@ pub fn check_order(c: &CGguf, expected: &[String], blockers: &mut Vec<Blocker>) 
     }
 }
 
+/// A canonical value as a person reads it: `u32:20000000` → `u32 32`, `f32:00401c46` →
+/// `f32 10000 (00401c46)`; strings and arrays unchanged. For blocker details only (the
+/// comparison is on the canonical text).
+pub fn readable(canon: &str) -> String {
+    let Some((ty, hex)) = canon.split_once(':') else {
+        return canon.to_string();
+    };
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|b| u8::from_str_radix(b, 16).ok())
+        })
+        .collect();
+    let Some(b) = bytes else {
+        return canon.to_string();
+    };
+    let v = match (ty, b.as_slice()) {
+        ("u8", [x]) => x.to_string(),
+        ("i8", [x]) => (*x as i8).to_string(),
+        ("bool", [x]) => (*x != 0).to_string(),
+        ("u16", &[a, b]) => u16::from_le_bytes([a, b]).to_string(),
+        ("i16", &[a, b]) => i16::from_le_bytes([a, b]).to_string(),
+        ("u32", &[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]).to_string(),
+        ("i32", &[a, b, c, d]) => i32::from_le_bytes([a, b, c, d]).to_string(),
+        ("f32", &[a, b, c, d]) => format!("{:?} ({hex})", f32::from_le_bytes([a, b, c, d])),
+        ("u64", s) if s.len() == 8 => u64::from_le_bytes(s.try_into().expect("8")).to_string(),
+        ("i64", s) if s.len() == 8 => i64::from_le_bytes(s.try_into().expect("8")).to_string(),
+        ("f64", s) if s.len() == 8 => {
+            format!("{:?} ({hex})", f64::from_le_bytes(s.try_into().expect("8")))
+        }
+        _ => return canon.to_string(),
+    };
+    format!("{ty} {v}")
+}
+
 fn short(s: &str) -> String {
+    let s = &readable(s);
     if s.len() > 120 {
         format!(
             "{}…",
@@ -475,4 +512,21 @@ fn reference_values(
         .to_dtype(candle_core::DType::F32)?
         .flatten_all()?;
     Ok(tensor.to_vec1::<f32>()?)
+}
+
+#[cfg(test)]
+mod readable_tests {
+    use super::*;
+
+    #[test]
+    fn canonical_values_read_as_numbers() {
+        assert_eq!(readable(&canonical(&Value::U32(32))), "u32 32");
+        assert_eq!(
+            readable(&canonical(&Value::F32(10000.0))),
+            "f32 10000.0 (00401c46)"
+        );
+        assert_eq!(readable(&canonical(&Value::Bool(true))), "bool true");
+        assert_eq!(readable("str:ab"), "str:ab");
+        assert_eq!(readable("arr<u32>[3]#00"), "arr<u32>[3]#00");
+    }
 }
