@@ -103,8 +103,23 @@ pub fn quantize(input: &Path, output: &Path, ftype: &str, threads: i32) -> Resul
     let LlamaFtype { name, id, base, .. } = target(ftype)?;
     crate::paths::ensure_regular_file(input)?;
     // Validate the input with our reader first: a clear error beats llama.cpp's log.
-    Gguf::open(input)?;
+    let src = Gguf::open(input)?;
     crate::paths::ensure_output_distinct(output, &[input])?;
+    // llama.cpp refuses to re-quantize, and Gate 1 re-makes tensors from float sources only.
+    if let Some(t) = src
+        .header
+        .tensors
+        .iter()
+        .find(|t| !matches!(t.ggml_type, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16))
+    {
+        bail!(
+            "{}: tensor {} is {}; quantize takes an F32, F16 or BF16 GGUF (convert makes one)",
+            input.display(),
+            t.name,
+            t.ggml_type
+        );
+    }
+    drop(src);
     crate::interrupt::install();
     let dir = output
         .parent()

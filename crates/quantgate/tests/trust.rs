@@ -498,4 +498,18 @@ fn quantize_output_has_the_mode_of_every_other_output() {
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     // tempfile creates 0600; outputs are 0644 like convert's.
     assert_eq!((mode(&q), mode(&f16)), (0o644, 0o644));
+    // A quantized input is refused up front (exit 2, the tensor named), not by llama.cpp.
+    let o = common::qg()
+        .arg("quantize")
+        .arg(&q)
+        .arg(tmp.path().join("again.gguf"))
+        .arg("Q4_0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("q8.gguf: tensor") && err.contains("is Q8_0"),
+        "{err}"
+    );
 }
