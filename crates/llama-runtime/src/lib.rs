@@ -127,7 +127,8 @@ pub fn init() {
 }
 
 /// A [`RuntimeError::Load`] unless `path` is a regular file: llama.cpp would block forever
-/// opening a FIFO, or read a device without end.
+/// opening a FIFO, or read a device without end. (The twin of
+/// `quantgate::paths::ensure_regular_file`: this crate depends on no other of ours.)
 pub(crate) fn ensure_regular(path: &std::path::Path) -> Result<(), RuntimeError> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_file() => Ok(()),

@@ -27,22 +27,10 @@ pub enum RowVerdict {
     Unknown,
 }
 
-impl RowVerdict {
-    /// As written in analysis.json and analysis.md.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RowVerdict::Pass => "pass",
-            RowVerdict::Fail => "fail",
-            RowVerdict::Missing => "missing",
-            RowVerdict::Reported => "reported",
-            RowVerdict::Unknown => "unknown",
-        }
-    }
-}
-
 impl std::fmt::Display for RowVerdict {
+    /// As written in analysis.json and analysis.md (the serde name).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        crate::verify::outcome::write_serde_name(self, f)
     }
 }
 
@@ -60,20 +48,10 @@ pub enum Decision {
     CapabilityGap,
 }
 
-impl Decision {
-    /// As written in the reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::CapabilityProven => "capability proven",
-            Decision::PartialPass => "partial pass",
-            Decision::CapabilityGap => "capability gap",
-        }
-    }
-}
-
 impl std::fmt::Display for Decision {
+    /// As written in analysis.json and analysis.md (the serde name).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        crate::verify::outcome::write_serde_name(self, f)
     }
 }
 

@@ -41,12 +41,9 @@ pub enum RunState {
 }
 
 impl std::fmt::Display for RunState {
+    /// `running`, `complete` or `failed` (the serde name).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            RunState::Running => "running",
-            RunState::Complete => "complete",
-            RunState::Failed => "failed",
-        })
+        crate::verify::outcome::write_serde_name(self, f)
     }
 }
 

@@ -62,8 +62,12 @@ fn manifest(dir: &Path) -> Result<(Vec<std::path::PathBuf>, Vec<InputHash>)> {
 
 /// A blocker for every re-measured vector that has the wrong width, a non-finite element or
 /// no length.
-fn check_vectors(vs: &[Vec<f32>], n_embd: usize, blockers: &mut Vec<Blocker>) {
-    for (i, v) in vs.iter().enumerate() {
+fn check_vectors<'a>(
+    vs: impl Iterator<Item = &'a Vec<f32>>,
+    n_embd: usize,
+    blockers: &mut Vec<Blocker>,
+) {
+    for (i, v) in vs.enumerate() {
         let norm: f64 = v
             .iter()
             .map(|x| (*x as f64) * (*x as f64))
@@ -132,7 +136,7 @@ pub fn check(
     let (q, d) = vectors::embed_retrieval(&model, params)?;
     let embed_ms = t1.elapsed().as_secs_f64() * 1e3;
     let n_embd = model.n_embd();
-    check_vectors(&[q.clone(), d.clone()].concat(), n_embd, blockers);
+    check_vectors(q.iter().chain(&d), n_embd, blockers);
     let top1: Vec<usize> = q.iter().map(|x| vectors::top1(x, &d)).collect();
     match gate2 {
         Some(g2) if g2.llama_top1 != top1 => blockers.push(Blocker::new(

@@ -190,6 +190,8 @@ struct Sources {
     tok: convert::tokenizer::LoadedTokenizer,
     vocab: convert::vocab::Vocab,
     pooling: Option<reference::pooling::Pooling>,
+    /// The file's `general.architecture` when it is not the HF folder's ([`architecture_mismatch`]).
+    arch_mismatch: Option<String>,
 }
 
 /// Mutable state every gate appends to.
@@ -241,7 +243,7 @@ fn open_sources(opts: &VerifyOptions, f: &mut Findings) -> Result<Sources> {
     let vocab = convert::vocab::build(&tok.json, &hf.tokenizer_config, &hf.config, &tok.tokenizer)?;
     f.notes.extend(vocab.notes.iter().cloned());
     let pooling = reference::pooling::Pooling::from_sentence_transformers(&opts.hf_dir)?;
-    Ok(Sources {
+    let mut s = Sources {
         hf,
         arch,
         c,
@@ -250,7 +252,10 @@ fn open_sources(opts: &VerifyOptions, f: &mut Findings) -> Result<Sources> {
         tok,
         vocab,
         pooling,
-    })
+        arch_mismatch: None,
+    };
+    s.arch_mismatch = architecture_mismatch(&s);
+    Ok(s)
 }
 
 /// Gate 1's typed section.
@@ -673,7 +678,7 @@ fn gate2(
     t: &Thresholds,
     f: &mut Findings,
 ) -> Result<Gate2> {
-    if let Some(d) = architecture_mismatch(s) {
+    if let Some(d) = &s.arch_mismatch {
         f.blockers.push(Blocker::new(
             2,
             BlockerCode::ArchitectureMismatch,
@@ -769,7 +774,7 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
     inputs.extend(hash_hf_inputs(opts)?);
     // A file of another architecture than the HF folder: nothing can be compared (Gate 2
     // names the mismatch as the one blocker, instead of hundreds of Gate 1 differences).
-    let g1 = if architecture_mismatch(&s).is_none() {
+    let g1 = if s.arch_mismatch.is_none() {
         gate1(opts, &s, &mut f)?
     } else {
         Gate1 {

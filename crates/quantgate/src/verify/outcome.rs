@@ -23,19 +23,21 @@ impl Verdict {
             Verdict::NoGo
         }
     }
+}
 
-    /// `GO` or `NO-GO`, as printed on the last line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Go => "GO",
-            Verdict::NoGo => "NO-GO",
-        }
+/// Writes a unit enum's serde name (`GO`, `tensor-bits`, `capability proven`, …): the text
+/// and the JSON of an outcome come from the one `rename` and never disagree.
+pub fn write_serde_name<T: Serialize>(v: &T, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => f.write_str(&s),
+        _ => Err(std::fmt::Error),
     }
 }
 
 impl std::fmt::Display for Verdict {
+    /// `GO` or `NO-GO`, as printed on the last line.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        write_serde_name(self, f)
     }
 }
 
@@ -108,12 +110,9 @@ pub enum BlockerCode {
 }
 
 impl std::fmt::Display for BlockerCode {
-    /// The serde name (`tensor-bits`, …), so the text and the JSON never disagree.
+    /// The serde name (`tensor-bits`, …).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match serde_json::to_value(self) {
-            Ok(serde_json::Value::String(s)) => f.write_str(&s),
-            _ => Err(std::fmt::Error),
-        }
+        write_serde_name(self, f)
     }
 }
 
@@ -163,5 +162,6 @@ mod tests {
         }
         assert_eq!(serde_json::to_value(Verdict::NoGo).unwrap(), "NO-GO");
         assert_eq!(serde_json::to_value(Verdict::Go).unwrap(), "GO");
+        assert_eq!(Verdict::NoGo.to_string(), "NO-GO");
     }
 }
