@@ -17,7 +17,9 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let mut out = Vec::new();
-    h.to_writer(data).write_to(&mut out).expect("a parsed header is always writable");
+    h.to_writer(data)
+        .write_to(&mut out)
+        .expect("a parsed header is always writable");
     let again = Header::parse(&out).expect("our own output parses");
     // NaN-carrying metadata compares unequal as values; compare the re-written bytes instead.
     let mut out2 = Vec::new();

@@ -24,7 +24,7 @@ pub use context::{Context, ContextParams};
 pub use ggml::{ggml_quantize, ggml_to_float, type_traits, TypeTraits};
 pub use gguf_c::{CGguf, CTensorInfo, CValue};
 pub use model::{Model, TokenizeError};
-pub use quantize::quantize_model;
+pub use quantize::{quantize_model, quantize_plan, PlannedType};
 
 /// The exact crate pin of the runtime; printed in every report.
 pub const LLAMA_CPP_SYS_PIN: &str = "llama-cpp-sys-2 =0.1.161";

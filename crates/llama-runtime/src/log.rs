@@ -20,6 +20,8 @@ struct Log {
     current_is_error: bool,
     /// Count of finished error lines, so a caller can take only those after a mark.
     n_errors: u64,
+    /// Every fragment of every level while [`record`] runs (`None` otherwise).
+    recording: Option<String>,
 }
 
 static LOG: Mutex<Log> = Mutex::new(Log {
@@ -27,6 +29,7 @@ static LOG: Mutex<Log> = Mutex::new(Log {
     current: String::new(),
     current_is_error: false,
     n_errors: 0,
+    recording: None,
 });
 
 const LEVEL_ERROR: u32 = 4;
@@ -47,6 +50,9 @@ pub(crate) unsafe extern "C" fn capture(
         eprint!("{t}");
     }
     let Ok(mut log) = LOG.lock() else { return };
+    if let Some(r) = log.recording.as_mut() {
+        r.push_str(&t);
+    }
     #[allow(clippy::unnecessary_cast)] // ggml_log_level is u32 or i32 depending on the target
     let level = level as u32;
     if level != LEVEL_CONT {
@@ -90,4 +96,20 @@ pub fn errors_since(mark: u64) -> String {
         .cloned()
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// Runs `f` and returns its result with everything llama.cpp logged meanwhile, every level,
+/// fragments joined as logged. For output llama.cpp gives only as log text (the quantizer's
+/// dry run). Not reentrant: a nested call's text goes to the inner one.
+pub fn record<T>(f: impl FnOnce() -> T) -> (T, String) {
+    if let Ok(mut log) = LOG.lock() {
+        log.recording = Some(String::new());
+    }
+    let out = f();
+    let text = LOG
+        .lock()
+        .ok()
+        .and_then(|mut l| l.recording.take())
+        .unwrap_or_default();
+    (out, text)
 }

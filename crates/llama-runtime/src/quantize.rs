@@ -79,3 +79,140 @@ pub fn quantize_model(
     }
     Ok(())
 }
+
+/// One tensor of llama.cpp's quantization plan: its name and the ggml type name
+/// (`ggml_type_name`, e.g. `q4_K`, `f32`) the quantizer would store it as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedType {
+    /// GGUF tensor name.
+    pub name: String,
+    /// ggml type name as llama.cpp spells it.
+    pub ggml_type: String,
+    /// The quantizer keeps the input's type (not quantizable, or already that type).
+    pub kept: bool,
+}
+
+/// The type llama.cpp's quantizer would give every tensor of `input` for ftype `ftype`
+/// (`llama_tensor_get_type` of `src/llama-quant.cpp`), from a dry run (`params.dry_run`):
+/// nothing is quantized or written. The choice depends on the tensors' names, shapes and the
+/// architecture, not on their values, so any same-shaped F32/F16 file gives the same plan.
+///
+/// llama.cpp reports the plan only in its log: one INFO line per tensor,
+/// `[  i/  n] NAME - [SHAPE], type = CUR, size = … MiB` with ` -> … MiB (NEW)` when the type
+/// changes (llama-quant.cpp, llama-cpp-sys-2 =0.1.161). The lines are parsed here, so this
+/// function is tied to that pin; a plan with a different tensor count is an error.
+///
+/// Errors: llama.cpp's refusal (unreadable input, unknown ftype) or log lines that do not parse.
+pub fn quantize_plan(input: &Path, ftype: u32) -> Result<Vec<PlannedType>, RuntimeError> {
+    init();
+    let fail = |detail: String| RuntimeError::Eval {
+        call: "llama_model_quantize (dry run)",
+        detail,
+    };
+    let mark = crate::log::mark();
+    let cin = CString::new(input.as_os_str().as_encoded_bytes())
+        .map_err(|_| fail("NUL in input path".into()))?;
+    // The output path is never opened in a dry run.
+    let cout = CString::new("/dev/null").expect("no NUL");
+    let (rc, text) = crate::log::record(|| {
+        // SAFETY: default params with plain field writes; paths are NUL-terminated.
+        unsafe {
+            let mut p = sys::llama_model_quantize_default_params();
+            p.nthread = 1;
+            p.ftype = ftype as _;
+            p.dry_run = true;
+            sys::llama_model_quantize(cin.as_ptr(), cout.as_ptr(), &p)
+        }
+    });
+    if rc != 0 {
+        return Err(fail(format!(
+            "returned {rc} for {} (ftype {ftype}): {}",
+            input.display(),
+            crate::load_log(mark)
+        )));
+    }
+    parse_plan(&text).map_err(|e| fail(format!("{}: {e}", input.display())))
+}
+
+/// Parses the dry run's per-tensor lines (see [`quantize_plan`]).
+fn parse_plan(text: &str) -> Result<Vec<PlannedType>, String> {
+    let mut out = Vec::new();
+    let mut expected_n = None;
+    for line in text.lines() {
+        let Some(rest) = line.trim_start().strip_prefix('[') else {
+            continue;
+        };
+        let Some((counter, rest)) = rest.split_once(']') else {
+            continue;
+        };
+        let Some((_, n)) = counter.split_once('/') else {
+            continue;
+        };
+        let n: usize = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("bad counter in {line:?}"))?;
+        expected_n = Some(n);
+        let (name, rest) = rest
+            .trim_start()
+            .split_once(" - [")
+            .ok_or_else(|| format!("no name in {line:?}"))?;
+        let cur = rest
+            .split_once("type = ")
+            .and_then(|(_, r)| r.split_once(','))
+            .map(|(t, _)| t.trim())
+            .ok_or_else(|| format!("no type in {line:?}"))?;
+        // "(NEW)" at the end when the tensor is converted, else it keeps its type.
+        let kept = !rest.contains("->");
+        let new = match rest.trim_end().strip_suffix(')') {
+            Some(r) if !kept => r.rsplit_once('(').map(|(_, t)| t.trim()),
+            _ => Some(cur),
+        }
+        .ok_or_else(|| format!("no target type in {line:?}"))?;
+        out.push(PlannedType {
+            name: name.trim().to_string(),
+            ggml_type: new.to_string(),
+            kept,
+        });
+    }
+    match expected_n {
+        Some(n) if n == out.len() => Ok(out),
+        Some(n) => Err(format!("dry run listed {} of {n} tensors", out.len())),
+        None => Err("dry run logged no tensor lines".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_lines_parse_as_llama_quant_logs_them() {
+        // Fragments as llama-quant.cpp logs them (two INFO calls per tensor), joined.
+        let text = "llama_model_quantize_impl: model size = 513.1 MiB\n\
+[   1/   2]                        token_embd.weight - [  576, 49152,     1,     1], type =    f32, size =  108.000 MiB ->   22.148 MiB (q6_K)\n\
+[   2/   2]                   blk.0.attn_norm.weight - [  576,     1,     1,     1], type =    f32, size =    0.002 MiB\n";
+        let plan = parse_plan(text).unwrap();
+        assert_eq!(
+            plan,
+            vec![
+                PlannedType {
+                    name: "token_embd.weight".into(),
+                    ggml_type: "q6_K".into(),
+                    kept: false,
+                },
+                PlannedType {
+                    name: "blk.0.attn_norm.weight".into(),
+                    ggml_type: "f32".into(),
+                    kept: true,
+                },
+            ]
+        );
+        assert!(
+            parse_plan("[   1/   3] a - [ 1], type = f32, size = 1 MiB\n")
+                .unwrap_err()
+                .contains("1 of 3")
+        );
+        assert!(parse_plan("nothing").is_err());
+    }
+}

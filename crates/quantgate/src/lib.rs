@@ -5,19 +5,27 @@
 //! function and renders. Data flows one way: read → convert → write → verify (one function per
 //! gate) → report. See `docs/architecture.md`.
 
+#[cfg(feature = "runtime")]
 pub mod benchmarks;
+#[cfg(feature = "runtime")]
 pub mod check_dequant;
 pub mod child;
 pub mod convert;
+#[cfg(feature = "runtime")]
 pub mod demo;
+#[cfg(feature = "runtime")]
 pub mod eval;
 pub mod hash;
 pub mod inspect;
 pub mod interrupt;
 pub mod paths;
+#[cfg(feature = "runtime")]
 pub mod protocol;
+#[cfg(feature = "runtime")]
 pub mod quantize;
+#[cfg(feature = "runtime")]
 pub mod selftest;
 pub mod serde_nan;
 pub mod stats;
+#[cfg(feature = "runtime")]
 pub mod verify;

@@ -71,20 +71,39 @@ impl SelftestReport {
     }
 }
 
-/// Adds one to the integer view of element 7 (F32/F16/BF16: one ulp), or to the last byte of
-/// the first block (block types: one code of one block).
+/// Adds one to the integer view of element 7 (F32/F16/BF16: one ulp), or to the f16 scale `d`
+/// of the first block (block types: one ulp of `d`, which moves every value of the block;
+/// where `d` sits is ggml-common.h's struct order, mirrored by `gguf::blocks`). A type
+/// without a listed `d` gets its last byte's low bit flipped (one code).
 fn one_ulp(ty: GgmlType, d: &mut [u8]) {
-    match ty {
+    use gguf::blocks::*;
+    use std::mem::offset_of;
+    let d_at = match ty {
         GgmlType::F32 => {
             let v = u32::from_le_bytes(d[28..32].try_into().expect("4 bytes")) + 1;
             d[28..32].copy_from_slice(&v.to_le_bytes());
+            return;
         }
-        GgmlType::F16 | GgmlType::BF16 => {
-            let v = u16::from_le_bytes([d[14], d[15]]).wrapping_add(1);
-            d[14..16].copy_from_slice(&v.to_le_bytes());
+        GgmlType::F16 | GgmlType::BF16 => Some(14),
+        GgmlType::Q4_0 => Some(offset_of!(BlockQ4_0, d)),
+        GgmlType::Q4_1 => Some(offset_of!(BlockQ4_1, d)),
+        GgmlType::Q5_0 => Some(offset_of!(BlockQ5_0, d)),
+        GgmlType::Q5_1 => Some(offset_of!(BlockQ5_1, d)),
+        GgmlType::Q8_0 => Some(offset_of!(BlockQ8_0, d)),
+        GgmlType::Q2_K => Some(offset_of!(BlockQ2K, d)),
+        GgmlType::Q3_K => Some(offset_of!(BlockQ3K, d)),
+        GgmlType::Q4_K => Some(offset_of!(BlockQ4K, d)),
+        GgmlType::Q5_K => Some(offset_of!(BlockQ5K, d)),
+        GgmlType::Q6_K => Some(offset_of!(BlockQ6K, d)),
+        _ => None,
+    };
+    match d_at {
+        Some(i) => {
+            let v = u16::from_le_bytes([d[i], d[i + 1]]).wrapping_add(1);
+            d[i..i + 2].copy_from_slice(&v.to_le_bytes());
         }
-        t => {
-            let i = t.type_size() as usize - 1;
+        None => {
+            let i = ty.type_size() as usize - 1;
             d[i] ^= 1;
         }
     }
@@ -223,12 +242,18 @@ fn tokenizer_mutants(g: &Gguf, out: &mut Vec<Mutant>) {
     }
 }
 
-/// Hyperparameter mutants: pooling, epsilon and rope base one ulp, a head count, a
-/// context length and block count inconsistent with the tensors.
+/// Hyperparameter mutants: `general.file_type` plus one, pooling, epsilon and rope base one
+/// ulp, a head count, a context length and block count inconsistent with the tensors.
 fn hparam_mutants(g: &Gguf, arch: &str, out: &mut Vec<Mutant>) {
     use gguf::keys::{arch_key, llm};
     use BlockerCode::*;
-    let cases: [(&'static str, &str, &'static [BlockerCode]); 6] = [
+    let cases: [(&'static str, &str, &'static [BlockerCode]); 7] = [
+        // Quantized files: llama.cpp's quantizer plan for the other ftype differs.
+        (
+            "file type",
+            gguf::keys::general::FILE_TYPE,
+            &[MetadataMismatch],
+        ),
         (
             "pooling",
             llm::POOLING_TYPE,
@@ -307,6 +332,15 @@ pub fn mutants(g: &Gguf) -> Vec<Mutant> {
         change: Change::Truncate(len / 2),
     });
     out
+}
+
+impl Mutant {
+    /// Writes this mutant of `g` (the unmutated file) to `dst`.
+    ///
+    /// Errors: a write failure.
+    pub fn write(&self, g: &Gguf, dst: &Path) -> Result<()> {
+        build(g, &self.change, dst)
+    }
 }
 
 /// Writes the mutant of `g` to `dst`.

@@ -67,6 +67,22 @@ impl Bert {
         Self::from_vb(cfg, vb)
     }
 
+    /// config.json of `dir` with the weights given as f32 tensors under their HF names (e.g.
+    /// the values a GGUF stores, dequantized). Errors: a missing tensor or wrong shape.
+    pub fn from_tensors(
+        dir: &Path,
+        tensors: std::collections::HashMap<String, Tensor>,
+    ) -> Result<Bert> {
+        let cfg = BertConfig::from_json(&dir.join("config.json"))?;
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
+        let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
+            vb.pp("bert")
+        } else {
+            vb
+        };
+        Self::from_vb(cfg, vb)
+    }
+
     fn from_vb(cfg: BertConfig, vb: VarBuilder) -> Result<Bert> {
         let h = cfg.hidden_size;
         let e = vb.pp("embeddings");

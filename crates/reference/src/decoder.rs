@@ -105,6 +105,17 @@ impl Decoder {
         Self::from_vb(cfg, vb)
     }
 
+    /// config.json of `dir` with the weights given as f32 tensors under their HF names (e.g.
+    /// the values a GGUF stores, dequantized). Errors: a missing tensor or wrong shape.
+    pub fn from_tensors(
+        dir: &Path,
+        tensors: std::collections::HashMap<String, Tensor>,
+    ) -> Result<Decoder> {
+        let cfg = DecoderConfig::from_json(&dir.join("config.json"))?;
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
+        Self::from_vb(cfg, vb)
+    }
+
     fn from_vb(cfg: DecoderConfig, root: VarBuilder) -> Result<Decoder> {
         let m = if root.contains_tensor("model.embed_tokens.weight") {
             root.pp("model")

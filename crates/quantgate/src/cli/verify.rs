@@ -109,7 +109,7 @@ fn render(r: &VerifyReport) {
 fn render_logits(r: &VerifyReport) {
     if let Some(l) = &r.gate2_logits {
         let judged_on = if r.gate2_logits_as_shipped.is_some() {
-            " (judged on the F32 expansion of the stored values)"
+            " (llama.cpp on the F32 expansion vs the reference on the same stored values)"
         } else {
             ""
         };
@@ -128,7 +128,7 @@ fn render_logits(r: &VerifyReport) {
     }
     if let Some(l) = &r.gate2_logits_as_shipped {
         println!(
-            "gate 2 logits as shipped (llama.cpp quantizes activations for block-quantized weights; reported): min cosine {:.6}, argmax agreement {:.4}, mean KLD {:.6}",
+            "quality against the source (the file as shipped vs the reference on the HF weights; reported, not judged): min cosine {:.6}, argmax agreement {:.4}, mean KLD {:.6}",
             l.min_cosine, l.top1_agreement, l.mean_kld
         );
     }

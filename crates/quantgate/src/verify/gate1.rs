@@ -216,9 +216,10 @@ pub fn expected_order(hf: &HfDir, a: arch::Arch) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// Tensor order: the file's tensors that the sources imply must come in [`expected_order`]
-/// (missing and unexpected tensors are blockers of their own).
-pub fn check_order(c: &CGguf, expected: &[String], blockers: &mut Vec<Blocker>) {
+/// Tensor order: the file's tensors that the sources imply must come in `expected` order,
+/// named `order` in the blocker (e.g. "HF folder order"); missing and unexpected tensors are
+/// blockers of their own.
+pub fn check_order(c: &CGguf, expected: &[String], order: &str, blockers: &mut Vec<Blocker>) {
     let names: Vec<String> = c.tensors().into_iter().map(|i| i.name).collect();
     let in_file: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
     let want: Vec<&str> = expected
@@ -238,7 +239,7 @@ pub fn check_order(c: &CGguf, expected: &[String], blockers: &mut Vec<Blocker>) 
             BlockerCode::TensorOrder,
             got[i],
             format!(
-                "tensor {i} of the file is {}, a conversion writes {} there (HF folder order)",
+                "tensor {i} of the file is {}; {order} puts {} there",
                 got[i], want[i]
             ),
         ));

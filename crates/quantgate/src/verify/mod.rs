@@ -11,6 +11,7 @@
 
 pub mod corpus;
 pub mod expand;
+pub mod file_type;
 pub mod gate1;
 pub mod gate1_affine;
 pub mod gate3;
@@ -18,6 +19,7 @@ pub mod logits;
 pub mod outcome;
 pub mod report;
 pub mod requant;
+pub mod stored;
 pub mod tokenizer;
 pub mod vectors;
 
@@ -192,6 +194,15 @@ struct Sources {
     pooling: Option<reference::pooling::Pooling>,
     /// The file's `general.architecture` when it is not the HF folder's ([`architecture_mismatch`]).
     arch_mismatch: Option<String>,
+    /// The F32 expansion of a block-quantized file ([`expand`]) in a temp folder removed on drop.
+    expansion: Option<(tempfile::TempDir, PathBuf)>,
+}
+
+impl Sources {
+    /// The F32 expansion's path, for block-quantized files.
+    fn expansion(&self) -> Option<&Path> {
+        self.expansion.as_ref().map(|(_, p)| p.as_path())
+    }
 }
 
 /// Mutable state every gate appends to.
@@ -253,8 +264,15 @@ fn open_sources(opts: &VerifyOptions, f: &mut Findings) -> Result<Sources> {
         vocab,
         pooling,
         arch_mismatch: None,
+        expansion: None,
     };
     s.arch_mismatch = architecture_mismatch(&s);
+    if !s.vocab_only && s.arch_mismatch.is_none() && expand::has_block_quantized(&s.types) {
+        let dir = tempfile::tempdir()?;
+        let p = dir.path().join("f32-expansion.gguf");
+        expand::write_f32_expansion(&opts.gguf, &p)?;
+        s.expansion = Some((dir, p));
+    }
     Ok(s)
 }
 
@@ -268,16 +286,45 @@ pub struct Gate1 {
     pub source_inconsistent: bool,
 }
 
-/// The metadata `convert` would write for these sources, less the keys that are not model
-/// facts (`general.name`; `general.file_type` of a vocab-only file).
-fn expected_metadata(s: &Sources) -> Vec<(String, gguf::Value)> {
-    use gguf::keys::general;
+/// The `general.file_type` these sources imply for the stored types, and the tensor order
+/// that goes with it. For a file `convert` writes: its file type, HF folder order (`None`).
+/// For a block-quantized file `convert` cannot have written: the ftype llama.cpp's quantizer
+/// plans exactly these types for ([`file_type`]) and the quantizer's order. The file's own
+/// value is taken when its plan matches; otherwise the matching ftype (or, when none matches,
+/// the converter's value) is expected, and a note names the first tensor that differs.
+fn expected_file_type(s: &Sources, f: &mut Findings) -> Result<(u32, Option<Vec<String>>)> {
     let stored: Vec<gguf::GgmlType> = s
         .types
         .iter()
         .filter_map(|t| gguf::GgmlType::from_id(*t))
         .collect();
-    let ft = convert::file_type(outtype_of(&s.types), &stored);
+    let by_convert = convert::file_type(outtype_of(&s.types), &stored);
+    let claimed = file_type::claimed(&s.c);
+    let (Some(exp), Some(claimed)) = (s.expansion(), claimed) else {
+        return Ok((by_convert, None));
+    };
+    if claimed == by_convert {
+        return Ok((by_convert, None));
+    }
+    if gguf::LlamaFtype::by_id(claimed).is_some_and(|t| t.quantize_target) {
+        match file_type::compare(&s.c, exp, claimed)? {
+            (file_type::PlanMatch::Exact, order) => return Ok((claimed, Some(order))),
+            (file_type::PlanMatch::Differs { n, first: (t, plan, got) }, _) => f.notes.push(format!(
+                "general.file_type {claimed}: llama.cpp's quantizer plans other types for {n} tensors (first: {t} planned {plan}, stored {got})"
+            )),
+        }
+    }
+    Ok(match file_type::matching_ftype(&s.c, exp)? {
+        Some((t, order)) => (t.id, Some(order)),
+        None => (by_convert, None),
+    })
+}
+
+/// The metadata the sources imply (as `convert` writes it, with [`expected_file_type`]), less
+/// the keys that are not model facts (`general.name`; `general.file_type` of a vocab-only
+/// file).
+fn expected_metadata(s: &Sources, ft: u32) -> Vec<(String, gguf::Value)> {
+    use gguf::keys::general;
     let mut expected = convert::metadata(&s.hf, s.arch, ft, s.pooling, &s.vocab);
     if s.vocab_only {
         // A vocab-only file's file_type is whatever the converter was asked; not implied.
@@ -306,7 +353,8 @@ fn gate1(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result<Gate1> {
         );
     }
     let mut g1 = gate1::Gate1Report::default();
-    let expected = expected_metadata(s);
+    let (ft, quantizer_order) = expected_file_type(s, f)?;
+    let expected = expected_metadata(s, ft);
     gate1::check_metadata(&s.c, &expected, &mut f.blockers, &mut g1)?;
     // A vocab-only file's file_type is whatever the converter was asked: allowed, not implied.
     let also: &[&str] = if s.vocab_only {
@@ -316,11 +364,14 @@ fn gate1(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result<Gate1> {
     };
     gate1::check_unexpected_keys(&s.c, &expected, also, &mut f.blockers);
     if !s.vocab_only {
-        gate1::check_order(
-            &s.c,
-            &gate1::expected_order(&s.hf, s.arch)?,
-            &mut f.blockers,
-        );
+        let (order, name) = match quantizer_order {
+            Some(o) => (o, "llama.cpp's quantizer order"),
+            None => (
+                gate1::expected_order(&s.hf, s.arch)?,
+                "a conversion's order (the HF folder's)",
+            ),
+        };
+        gate1::check_order(&s.c, &order, name, &mut f.blockers);
     }
     let mut out = Gate1 {
         report: g1,
@@ -637,10 +688,14 @@ fn architecture_mismatch(s: &Sources) -> Option<String> {
     (got != want).then(|| format!("the file is {got:?}, the HF folder is {want:?}"))
 }
 
-/// Gate 2 logits of a causal LM: (judged, as shipped). With block-quantized weights llama.cpp's
-/// CPU matmuls quantize activations (Q8_0/Q8_1/Q8_K), an arithmetic of the runtime shared by
-/// every such file; the declared rule judges llama.cpp running the F32 expansion of the stored
-/// values (ggml's own to_float) and reports the file as shipped beside it.
+/// Gate 2 logits of a causal LM: (judged, as shipped).
+///
+/// A file of plain float tensors is judged as it runs. For block-quantized weights llama.cpp's
+/// CPU matmuls also quantize activations (Q8_0/Q8_1/Q8_K), and the stored values are lossy:
+/// the judged run is llama.cpp on the F32 expansion of the stored values (ggml's own
+/// to_float) against the reference on the same stored values ([`stored`]; an MLX source's
+/// reference already dequantizes the same codes). The file as shipped against the reference on
+/// the HF source weights is the quality figure, reported beside it.
 fn gate2_logits(
     opts: &VerifyOptions,
     s: &Sources,
@@ -648,20 +703,24 @@ fn gate2_logits(
     gated: &[String],
     f: &mut Findings,
 ) -> Result<(logits::LogitsReport, Option<logits::LogitsReport>)> {
-    let reference = reference::decoder::Decoder::load(&opts.hf_dir)?;
-    let direct = logits::check(model, &reference, &s.tok.tokenizer, gated, opts.threads)?;
-    if !expand::has_block_quantized(&s.types) {
+    let source_ref = reference::decoder::Decoder::load(&opts.hf_dir)?;
+    let direct = logits::check(model, &source_ref, &s.tok.tokenizer, gated, opts.threads)?;
+    let Some(p) = s.expansion() else {
         return Ok((direct, None));
-    }
-    let dir = tempfile::tempdir()?;
-    let p = dir.path().join("f32-expansion.gguf");
-    expand::write_f32_expansion(&opts.gguf, &p)?;
-    let m32 = llama_runtime::Model::load(&p, false)?;
-    let l = logits::check(&m32, &reference, &s.tok.tokenizer, gated, opts.threads)?;
+    };
+    let m32 = llama_runtime::Model::load(p, false)?;
+    let l = if reference::mlx::is_mlx_quantized(&s.hf.config) {
+        logits::check(&m32, &source_ref, &s.tok.tokenizer, gated, opts.threads)?
+    } else {
+        drop(source_ref);
+        let tensors = stored::hf_tensors(&opts.gguf, &s.hf, s.arch)?;
+        let stored_ref = reference::decoder::Decoder::from_tensors(&opts.hf_dir, tensors)?;
+        logits::check(&m32, &stored_ref, &s.tok.tokenizer, gated, opts.threads)?
+    };
     f.notes.push(format!(
-        "block-quantized weights: logits judged on llama.cpp running the F32 expansion of the stored values \
-         (min cosine {:.6}, argmax {:.4}, mean KLD {:.6}); the file as shipped, with llama.cpp's quantized-activation \
-         matmuls: min cosine {:.6}, argmax {:.4}, mean KLD {:.6}",
+        "block-quantized weights: logits judged on llama.cpp running the F32 expansion of the stored values against the reference on the same values \
+         (min cosine {:.6}, argmax {:.4}, mean KLD {:.6}); quality, the file as shipped (llama.cpp's quantized-activation matmuls) against the reference on the HF weights: \
+         min cosine {:.6}, argmax {:.4}, mean KLD {:.6}",
         l.min_cosine, l.top1_agreement, l.mean_kld,
         direct.min_cosine, direct.top1_agreement, direct.mean_kld
     ));

@@ -53,7 +53,7 @@ pub enum BlockerCode {
     MetadataMismatch,
     /// Gate 1: a key in the file that the sources do not imply (and not provenance).
     MetadataUnexpected,
-    /// Gate 1: tensors out of the order a conversion writes them.
+    /// Gate 1: tensors out of the order their writer (convert or llama.cpp's quantizer) uses.
     TensorOrder,
     /// Gate 1: the tokenizer cannot be expressed in GGUF.
     TokenizerInexpressible,

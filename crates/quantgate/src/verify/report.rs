@@ -108,7 +108,7 @@ fn gate2_vectors(s: &mut String, r: &VerifyReport) {
 fn gate2_logits(s: &mut String, r: &VerifyReport) {
     if let Some(l) = &r.gate2_logits {
         let judged = if r.gate2_logits_as_shipped.is_some() {
-            " (judged on the F32 expansion of the stored values)"
+            " (llama.cpp on the F32 expansion vs the reference on the same stored values)"
         } else {
             ""
         };
@@ -122,7 +122,7 @@ fn gate2_logits(s: &mut String, r: &VerifyReport) {
     if let Some(l) = &r.gate2_logits_as_shipped {
         let _ = writeln!(
             s,
-            "- as shipped (llama.cpp quantizes activations for block-quantized weights; reported, not judged): min cosine {:.6} · argmax agreement {:.4} · mean KLD {:.6}",
+            "- quality against the source (the file as shipped vs the reference on the HF weights; reported, not judged): min cosine {:.6} · argmax agreement {:.4} · mean KLD {:.6}",
             l.min_cosine, l.top1_agreement, l.mean_kld
         );
     }

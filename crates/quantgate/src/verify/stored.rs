@@ -1,0 +1,108 @@
+//! The file's stored values as the reference consumes them: every tensor the HF folder maps to
+//! a GGUF tensor, read by the Rust GGUF reader, dequantized by `gguf::dequant` (ggml's
+//! `to_float` formulas, golden-tested against ggml) and put back into HF's layout (shape
+//! reversed; llama's Q/K row permutation undone). Running the reference on these values and
+//! llama.cpp on the F32 expansion of the same file compares two forwards on the same weights:
+//! the measure of whether the runtime computes what the file stores, not of quantization loss.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{anyhow, Result};
+use candle_core::{Device, Tensor};
+
+use crate::convert::{arch, arch::Arch, hf::HfDir};
+
+/// Rows of `x` (`rows × cols`) back from llama.cpp's adjacent-pair order to HF's rotate-half
+/// order, per head of `rows / heads` rows: HF row `j·(hd/2) + i` is stored row `2i + j`
+/// (`docs/llamacpp-spec.md` §4.3). Written here, not borrowed from the converter.
+pub fn unpermute_qk(x: &[f32], rows: usize, heads: usize) -> Vec<f32> {
+    let cols = x.len() / rows;
+    let hd = rows / heads;
+    let mut out = vec![0f32; x.len()];
+    for h in 0..heads {
+        for stored in 0..hd {
+            let (i, j) = (stored / 2, stored % 2);
+            let hf_row = h * hd + j * (hd / 2) + i;
+            let s = (h * hd + stored) * cols;
+            out[hf_row * cols..(hf_row + 1) * cols].copy_from_slice(&x[s..s + cols]);
+        }
+    }
+    out
+}
+
+/// The Q/K head count from config.json for a llama `attn_q`/`attn_k` tensor.
+fn qk_heads(hf: &HfDir, gguf_name: &str) -> Option<usize> {
+    let n_head = hf.config_u64("num_attention_heads")? as usize;
+    let n_kv = hf
+        .config_u64("num_key_value_heads")
+        .map_or(n_head, |v| v as usize);
+    if gguf_name.contains(".attn_q.") {
+        Some(n_head)
+    } else if gguf_name.contains(".attn_k.") {
+        Some(n_kv)
+    } else {
+        None
+    }
+}
+
+/// HF name → f32 tensor of the stored values of `gguf` (see the module doc).
+///
+/// Errors: an unreadable file, a tensor the file lacks, a type without a dequantizer, or a
+/// shape that does not match the source's element count.
+pub fn hf_tensors(gguf_path: &Path, hf: &HfDir, a: Arch) -> Result<HashMap<String, Tensor>> {
+    let g = gguf::Gguf::open(gguf_path)?;
+    let by_name: HashMap<&str, &gguf::TensorInfo> = g
+        .header
+        .tensors
+        .iter()
+        .map(|t| (t.name.as_str(), t))
+        .collect();
+    let mut out = HashMap::new();
+    for src in &hf.tensors {
+        let Some(m) = arch::map_tensor(a, &src.name)? else {
+            continue;
+        };
+        let t = by_name
+            .get(m.gguf.as_str())
+            .ok_or_else(|| anyhow!("{}: no tensor {}", gguf_path.display(), m.gguf))?;
+        let n = t.n_elements() as usize;
+        if n != src.n_elements() {
+            return Err(anyhow!(
+                "{}: tensor {} has {n} elements, the source's {} has {}",
+                gguf_path.display(),
+                m.gguf,
+                src.name,
+                src.n_elements()
+            ));
+        }
+        let mut x = gguf::dequant::dequantize_to_vec(t.ggml_type, g.tensor_data(t), n)
+            .map_err(|e| anyhow!("{}: tensor {}: {e}", gguf_path.display(), m.gguf))?;
+        if a == Arch::Llama {
+            if let Some(heads) = qk_heads(hf, &m.gguf) {
+                x = unpermute_qk(&x, src.shape[0], heads);
+            }
+        }
+        out.insert(
+            src.name.clone(),
+            Tensor::from_vec(x, src.shape.clone(), &Device::Cpu)?,
+        );
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unpermute_inverts_the_converters_permutation() {
+        // 2 heads of 4 rows, 3 columns: every value distinct.
+        let x: Vec<f32> = (0..24).map(|v| v as f32).collect();
+        let stored = crate::convert::permute_qk(&x, 8, 2);
+        assert_ne!(stored, x);
+        assert_eq!(unpermute_qk(&stored, 8, 2), x);
+        // HF row 1 (j = 0, i = 1) is stored as row 2.
+        assert_eq!(stored[2 * 3..3 * 3], x[3..6]);
+    }
+}

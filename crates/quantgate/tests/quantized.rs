@@ -1,0 +1,98 @@
+//! Verify on files made by `quantize`: a correct Q4_K_M of the SmolLM2 fixture is GO (its
+//! `general.file_type` from llama.cpp's own quantizer plan, Gate 2 comparing llama.cpp and the
+//! reference on the same stored values), its quality against the source is reported, and
+//! tampered copies are NO-GO for the right reason.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use quantgate::convert::OutType;
+use quantgate::selftest;
+use quantgate::verify::{BlockerCode, Verdict};
+
+/// SmolLM2 → F16 (convert) → Q4_K_M (quantize) in `dir`.
+fn smollm2_q4_k_m(dir: &Path) -> PathBuf {
+    let hf = hf("SmolLM2-135M-Instruct");
+    let f16 = dir.join("f16.gguf");
+    convert_to(&hf, &f16, OutType::F16, false);
+    let q = dir.join("q4_k_m.gguf");
+    let out = qg()
+        .args(["quantize", "--threads", "2"])
+        .arg(&f16)
+        .arg(&q)
+        .arg("Q4_K_M")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    q
+}
+
+#[test]
+fn q4_k_m_is_go_with_quality_reported_and_tampered_copies_are_no_go() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hf = hf("SmolLM2-135M-Instruct");
+    let q = smollm2_q4_k_m(tmp.path());
+
+    let r = verify_with(&hf, &q, None);
+    assert!(r.blockers.is_empty(), "{:?}", r.blockers);
+    assert_eq!(r.verdict, Verdict::Go);
+    assert_eq!(r.gate1.bit_identical, 272);
+    // Same stored values on both sides: conversion-grade agreement (measured 0.999975,
+    // argmax 0.9981, KLD 2e-6 on this fixture).
+    let l = r.gate2_logits.as_ref().unwrap();
+    assert!(l.min_cosine > 0.9999, "{}", l.min_cosine);
+    assert!(l.mean_kld < 1e-4, "{}", l.mean_kld);
+    // The quantization loss is in the quality section, not hidden (measured KLD 0.0987).
+    let q_src = r.gate2_logits_as_shipped.as_ref().unwrap();
+    assert!(
+        q_src.mean_kld > 0.03 && q_src.mean_kld < 0.3,
+        "{}",
+        q_src.mean_kld
+    );
+
+    let g = gguf::Gguf::open(&q).unwrap();
+    let mutants = selftest::mutants(&g);
+    let pick = |class: &str, what: &str| {
+        mutants
+            .iter()
+            .find(|m| m.class == class && m.what.contains(what))
+            .unwrap_or_else(|| panic!("no {class} mutant on {what}"))
+    };
+    let cases = [
+        // One ulp of a K-quant block's d.
+        (pick("one ulp", "Q4_K"), BlockerCode::TensorBits),
+        (pick("swap", ""), BlockerCode::TensorBits),
+        (pick("file type", ""), BlockerCode::MetadataMismatch),
+    ];
+    for (m, code) in cases {
+        let p = tmp.path().join("mutant.gguf");
+        m.write(&g, &p).unwrap();
+        let r = verify_with(&hf, &p, None);
+        assert_eq!(r.verdict, Verdict::NoGo, "{} {}", m.class, m.what);
+        let b = r
+            .blockers
+            .iter()
+            .find(|b| b.code == code)
+            .unwrap_or_else(|| panic!("{}: {:?}", m.what, r.blockers));
+        if m.class == "file type" {
+            // 16 (Q5_K_S) claimed; llama.cpp's plan for the stored types is Q4_K_M's.
+            assert_eq!(b.subject, "general.file_type");
+            assert!(
+                b.detail.contains("u32 16") && b.detail.contains("u32 15"),
+                "{}",
+                b.detail
+            );
+            assert!(
+                r.notes.iter().any(|n| n.contains("general.file_type 16")),
+                "{:?}",
+                r.notes
+            );
+        }
+    }
+}
