@@ -7,6 +7,7 @@ scripts/setup.sh
 scripts/fetch-models.sh
 scripts/build-smollm2-fixture.sh
 scripts/build-mlx-fixtures.sh
+scripts/build-v5-fixtures.sh
 cargo test --release --workspace
 # Style last, so a formatting nit never hides test results.
 cargo fmt --all -- --check

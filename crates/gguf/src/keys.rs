@@ -50,6 +50,20 @@ pub mod llm {
     pub const ROPE_FREQ_BASE: &str = "{arch}.rope.freq_base";
     /// RoPE dimensions (u32).
     pub const ROPE_DIMENSION_COUNT: &str = "{arch}.rope.dimension_count";
+    /// RoPE scaling: `none`, `linear`, `yarn`, `longrope` (string; gguf-py `RopeScalingType`).
+    pub const ROPE_SCALING_TYPE: &str = "{arch}.rope.scaling.type";
+    /// RoPE scaling factor (f32).
+    pub const ROPE_SCALING_FACTOR: &str = "{arch}.rope.scaling.factor";
+    /// Context length the model was pre-trained with, before scaling (u32).
+    pub const ROPE_SCALING_ORIG_CTX_LEN: &str = "{arch}.rope.scaling.original_context_length";
+    /// YaRN extrapolation factor (f32).
+    pub const ROPE_SCALING_YARN_EXT_FACTOR: &str = "{arch}.rope.scaling.yarn_ext_factor";
+    /// YaRN attention factor (f32).
+    pub const ROPE_SCALING_YARN_ATTN_FACTOR: &str = "{arch}.rope.scaling.yarn_attn_factor";
+    /// YaRN beta_fast (f32).
+    pub const ROPE_SCALING_YARN_BETA_FAST: &str = "{arch}.rope.scaling.yarn_beta_fast";
+    /// YaRN beta_slow (f32).
+    pub const ROPE_SCALING_YARN_BETA_SLOW: &str = "{arch}.rope.scaling.yarn_beta_slow";
 }
 
 /// `tokenizer.*` keys.
@@ -76,6 +90,13 @@ pub mod tokenizer {
     pub const ADD_SPACE_PREFIX: &str = "tokenizer.ggml.add_space_prefix";
     /// Jinja chat template (string).
     pub const CHAT_TEMPLATE: &str = "tokenizer.chat_template";
+    /// Names of the named chat templates (string array; gguf-py `Keys.Tokenizer.CHAT_TEMPLATES`).
+    pub const CHAT_TEMPLATES: &str = "tokenizer.chat_templates";
+
+    /// A named chat template: `tokenizer.chat_template.{name}` (gguf-py `CHAT_TEMPLATE_N`).
+    pub fn chat_template_named(name: &str) -> String {
+        format!("{CHAT_TEMPLATE}.{name}")
+    }
 
     /// The id key of special token `kind` (`bos`, `eos`, `unk`, `sep`, `pad`, `cls`, `mask`,
     /// `eot`, …): `tokenizer.ggml.{kind}_token_id`, with llama.cpp's names for unk/sep/pad.

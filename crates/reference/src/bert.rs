@@ -27,7 +27,7 @@ impl BertConfig {
             hidden_size: int("hidden_size")?,
             num_hidden_layers: int("num_hidden_layers")?,
             num_attention_heads: int("num_attention_heads")?,
-            layer_norm_eps: v["layer_norm_eps"].as_f64().unwrap_or(1e-12),
+            layer_norm_eps: crate::hf_config::Hparams::from_config(&v)?.layer_norm_eps,
             hidden_act: v["hidden_act"].as_str().unwrap_or("gelu").to_string(),
         })
     }

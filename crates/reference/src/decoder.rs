@@ -30,7 +30,8 @@ pub struct DecoderConfig {
 }
 
 impl DecoderConfig {
-    /// Reads `config.json`; the architecture comes from `model_type`.
+    /// Reads `config.json` (either transformers generation, [`crate::hf_config`]); the
+    /// architecture comes from `model_type`.
     pub fn from_json(path: &Path) -> Result<DecoderConfig> {
         let v = read_json(path)?;
         let int = |k: &str| crate::config_usize(&v, path, k);
@@ -43,14 +44,22 @@ impl DecoderConfig {
         };
         let hidden = int("hidden_size")?;
         let heads = int("num_attention_heads")?;
+        let hp = crate::hf_config::Hparams::from_config(&v)?;
+        if hp.rope_type != "default" {
+            return Err(RefError::Unsupported(format!(
+                "{}: rope type {:?}: the reference computes default RoPE only",
+                path.display(),
+                hp.rope_type
+            )));
+        }
         Ok(DecoderConfig {
             hidden_size: hidden,
             num_hidden_layers: int("num_hidden_layers")?,
             num_attention_heads: heads,
             num_key_value_heads: int("num_key_value_heads").unwrap_or(heads),
             head_dim: int("head_dim").unwrap_or(hidden / heads),
-            rms_norm_eps: v["rms_norm_eps"].as_f64().unwrap_or(1e-6),
-            rope_theta: v["rope_theta"].as_f64().unwrap_or(10000.0),
+            rms_norm_eps: hp.rms_norm_eps,
+            rope_theta: hp.rope_theta.0,
             tie_word_embeddings: v["tie_word_embeddings"].as_bool().unwrap_or(false),
             qkv_bias,
             qk_norm,

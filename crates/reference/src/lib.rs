@@ -9,6 +9,7 @@
 
 pub mod bert;
 pub mod decoder;
+pub mod hf_config;
 pub mod mlx;
 pub mod pooling;
 pub mod tokenizer;

@@ -3,9 +3,11 @@
 //! time. Data flows one way: read (hf) → plan (arch table) → write (gguf writer).
 
 pub mod arch;
+pub mod chat_template;
 pub mod consistency;
 pub mod hf;
 pub mod mlx;
+pub mod rope;
 pub mod tokenizer;
 pub mod vocab;
 
@@ -351,6 +353,9 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
     let pooling = Pooling::from_sentence_transformers(dir)?;
     let mut notes = vocab.notes.clone();
     notes.extend(tok.notes.iter().cloned());
+    if let Some(n) = rope_default_note(&hf, arch)? {
+        notes.push(n);
+    }
 
     let mut w = GgufWriter::new();
     let quantized: Vec<GgmlType> = mlx_plan
@@ -358,7 +363,7 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         .map(|p| p.by_weight.values().map(|(_, t, _)| *t).collect())
         .unwrap_or_default();
     let ft = file_type(outtype, &quantized);
-    for (k, v) in metadata(&hf, arch, ft, pooling, &vocab) {
+    for (k, v) in metadata(&hf, arch, ft, pooling, &vocab)? {
         w.add_kv(k, v);
     }
     let planned = if opts.vocab_only {
@@ -415,6 +420,19 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
     })
 }
 
+/// For a RoPE architecture whose config gives no base frequency: which llama.cpp default
+/// applies (`src/llama-model.cpp` `load_hparams`: `rope_freq_base_train = 10000.0f`, then the
+/// optional `{arch}.rope.freq_base`).
+fn rope_default_note(hf: &HfDir, arch: Arch) -> Result<Option<String>> {
+    if arch == Arch::Bert || rope::read(&hf.config)?.freq_base.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "config.json has no rope_theta (v4) or rope_parameters.rope_theta (v5): {} is not written and llama.cpp uses its default freq_base 10000.0",
+        gguf::keys::arch_key(gguf::keys::llm::ROPE_FREQ_BASE, arch.gguf_name())
+    )))
+}
+
 /// The MLX plan of an already-quantized checkpoint (`None` for plain ones and vocab-only runs).
 fn mlx_plan_of(hf: &HfDir, opts: &ConvertOptions) -> Result<Option<mlx::MlxPlan>> {
     Ok(
@@ -430,8 +448,14 @@ fn mlx_plan_of(hf: &HfDir, opts: &ConvertOptions) -> Result<Option<mlx::MlxPlan>
 /// Loads the tokenizer of `dir` and builds its vocabulary; blockers are an error.
 fn load_vocab(dir: &Path, hf: &HfDir) -> Result<(tokenizer::LoadedTokenizer, vocab::Vocab)> {
     let tok = tokenizer::load(dir)?;
-    let vocab = vocab::build(&tok.json, &hf.tokenizer_config, &hf.config, &tok.tokenizer)
-        .with_context(|| format!("{}: tokenizer", dir.display()))?;
+    let vocab = vocab::build(
+        dir,
+        &tok.json,
+        &hf.tokenizer_config,
+        &hf.config,
+        &tok.tokenizer,
+    )
+    .with_context(|| format!("{}: tokenizer", dir.display()))?;
     if !vocab.blockers.is_empty() {
         bail!(
             "{}: the tokenizer cannot be expressed in GGUF: {}",
@@ -652,13 +676,15 @@ pub fn file_type(outtype: OutType, quantized: &[GgmlType]) -> u32 {
 /// The GGUF metadata in convert_hf_to_gguf.py's order: general, hyperparameters ending with
 /// `general.file_type` (`file_type`, see [`file_type`]), arch extras, quantization version,
 /// tokenizer.
+///
+/// Errors: RoPE settings that cannot be read or mapped ([`rope::read`]).
 pub fn metadata(
     hf: &HfDir,
     arch: Arch,
     file_type: u32,
     pooling: Option<Pooling>,
     vocab: &vocab::Vocab,
-) -> Vec<(String, Value)> {
+) -> Result<Vec<(String, Value)>> {
     use gguf::keys::{arch_key, general, llm};
     let a = arch.gguf_name();
     let mut kv: Vec<(String, Value)> = Vec::new();
@@ -675,14 +701,30 @@ pub fn metadata(
     }
     let u32_of = |k: &str| hf.config_u64(k).map(|v| Value::U32(v as u32));
     let f32_of = |k: &str| hf.config_f64(k).map(|v| Value::F32(v as f32));
-    let rows: [(&str, Option<Value>); 10] = [
+    let rope = rope::read(&hf.config)?;
+    let rope_f32 = |x: Option<f64>| x.map(|v| Value::F32(v as f32));
+    let sc = rope.scaling.as_ref();
+    let yarn = |i: usize| rope_f32(sc.and_then(|s| s.yarn[i]));
+    let rows: [(&str, Option<Value>); 17] = [
         (llm::BLOCK_COUNT, u32_of("num_hidden_layers")),
         (llm::CONTEXT_LENGTH, u32_of("max_position_embeddings")),
         (llm::EMBEDDING_LENGTH, u32_of("hidden_size")),
         (llm::FEED_FORWARD_LENGTH, u32_of("intermediate_size")),
         (llm::HEAD_COUNT, u32_of("num_attention_heads")),
         (llm::HEAD_COUNT_KV, u32_of("num_key_value_heads")),
-        (llm::ROPE_FREQ_BASE, f32_of("rope_theta")),
+        // Scaling before the base, as llama.cpp's converter writes them.
+        (llm::ROPE_SCALING_TYPE, sc.map(|s| Value::string(s.kind))),
+        (llm::ROPE_SCALING_FACTOR, rope_f32(sc.map(|s| s.factor))),
+        (
+            llm::ROPE_SCALING_ORIG_CTX_LEN,
+            sc.and_then(|s| s.original_context)
+                .map(|c| Value::U32(c as u32)),
+        ),
+        (llm::ROPE_SCALING_YARN_EXT_FACTOR, yarn(0)),
+        (llm::ROPE_SCALING_YARN_ATTN_FACTOR, yarn(1)),
+        (llm::ROPE_SCALING_YARN_BETA_FAST, yarn(2)),
+        (llm::ROPE_SCALING_YARN_BETA_SLOW, yarn(3)),
+        (llm::ROPE_FREQ_BASE, rope_f32(rope.freq_base)),
         (llm::LAYERNORM_RMS_EPS, f32_of("rms_norm_eps")),
         (llm::LAYERNORM_EPS, f32_of("layer_norm_eps")),
         (llm::KEY_LENGTH, u32_of("head_dim")),
@@ -724,7 +766,7 @@ pub fn metadata(
     // ggml's block layouts since 2023 (gguf-py GGML_QUANT_VERSION).
     put(general::QUANTIZATION_VERSION, Value::U32(2));
     kv.extend(tokenizer_metadata(vocab));
-    kv
+    Ok(kv)
 }
 
 /// The `tokenizer.*` keys of `vocab`, in gguf-py's order.
@@ -767,8 +809,21 @@ fn tokenizer_metadata(vocab: &vocab::Vocab) -> Vec<(String, Value)> {
     if let Some(b) = vocab.add_space_prefix {
         put(k::ADD_SPACE_PREFIX, Value::Bool(b));
     }
-    if let Some(t) = &vocab.chat_template {
-        put(k::CHAT_TEMPLATE, Value::string(t.clone()));
+    let templates = &vocab.chat_templates;
+    if let Some(t) = templates.default_template() {
+        put(k::CHAT_TEMPLATE, Value::string(t));
+    }
+    // gguf-py's order: each named template, then the list of names (sorted here; gguf-py
+    // writes a Python set, whose order is not defined).
+    let named: Vec<(&str, &str)> = templates.named().collect();
+    for (name, t) in &named {
+        put(&k::chat_template_named(name), Value::string(*t));
+    }
+    if !named.is_empty() {
+        put(
+            k::CHAT_TEMPLATES,
+            strings(&named.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>()),
+        );
     }
     kv
 }

@@ -79,8 +79,8 @@ pub struct Vocab {
     pub add: BTreeMap<&'static str, bool>,
     /// `tokenizer.ggml.add_space_prefix`, from tokenizer_config `add_prefix_space`.
     pub add_space_prefix: Option<bool>,
-    /// `tokenizer.chat_template`.
-    pub chat_template: Option<String>,
+    /// `tokenizer.chat_template` (default) and `tokenizer.chat_template.NAME`.
+    pub chat_templates: super::chat_template::ChatTemplates,
     /// `tokenizer.ggml.token_type_count` (bert).
     pub token_type_count: Option<u32>,
     /// Disagreements between the sources, reported (not fatal).
@@ -108,11 +108,19 @@ fn entry_content(v: &Value) -> Option<String> {
     }
 }
 
-/// Builds the vocabulary. `tj` is tokenizer.json, `tc` tokenizer_config.json (may be empty),
-/// `config` config.json; `tok` is the same tokenizer loaded by the `tokenizers` crate.
+/// Builds the vocabulary of the HF folder `dir`. `tj` is tokenizer.json, `tc`
+/// tokenizer_config.json (may be empty), `config` config.json; `tok` is the same tokenizer
+/// loaded by the `tokenizers` crate. Chat templates come from `dir`'s template files too.
 ///
-/// Errors: a tokenizer model other than BPE/WordPiece, or a probe hash missing from the table.
-pub fn build(tj: &Value, tc: &Value, config: &Value, tok: &HfTokenizer) -> Result<Vocab> {
+/// Errors: a tokenizer model other than BPE/WordPiece, a probe hash missing from the table, or
+/// an unreadable chat template.
+pub fn build(
+    dir: &std::path::Path,
+    tj: &Value,
+    tc: &Value,
+    config: &Value,
+    tok: &HfTokenizer,
+) -> Result<Vocab> {
     let mut v = Vocab {
         model: model_name(tj)?,
         ..Vocab::default()
@@ -144,7 +152,8 @@ pub fn build(tj: &Value, tc: &Value, config: &Value, tok: &HfTokenizer) -> Resul
 
     special_tokens(&mut v, tj, tc, config, &added, n_vocab)?;
     v.add_space_prefix = tc["add_prefix_space"].as_bool();
-    v.chat_template = tc["chat_template"].as_str().map(String::from);
+    v.chat_templates = super::chat_template::load(dir, tc)?;
+    v.notes.extend(v.chat_templates.notes.iter().cloned());
     Ok(v)
 }
 
@@ -417,6 +426,11 @@ fn pair_template(
         let pos_a = pair.iter().position(|x| x["Sequence"]["id"] == "A");
         let pos_b = pair.iter().position(|x| x["Sequence"]["id"] == "B");
         if let (Some(a), Some(b)) = (pos_a, pos_b) {
+            // gguf-py decides add_sep only when something stands between A and B; a bare
+            // `[A, B]` pair (transformers v5's default template) leaves it unset.
+            if b <= a + 1 {
+                return;
+            }
             let middle: Vec<String> = pair[a + 1..b]
                 .iter()
                 .filter_map(|x| x["SpecialToken"]["id"].as_str().map(String::from))

@@ -1,0 +1,216 @@
+//! RoPE settings from config.json in both transformers generations (the converter's reading).
+//!
+//! - transformers v4: top-level `rope_theta` and `rope_scaling` (`{type|rope_type, factor, …}`
+//!   or null).
+//! - transformers v5 (`RotaryEmbeddingConfigMixin.standardize_rope_params`,
+//!   `modeling_rope_utils.py`): `rope_parameters`, either flat (`{rope_type, rope_theta,
+//!   factor, …}`) or one dict per layer type when its keys are among `layer_types`
+//!   (`{full_attention: {…}, sliding_attention: {…}}`). `rope_theta` moved inside it.
+//!
+//! Values nested under `text_config` are read the same way. The mapping to GGUF follows
+//! llama.cpp's converter (`conversion/base.py`, `set_gguf_parameters`): the full-attention
+//! parameters give `rope.freq_base` and, for `linear`/`yarn`, `rope.scaling.*`. See
+//! `docs/hf-config.md`.
+
+use anyhow::{anyhow, Result};
+use serde_json::{Map, Value};
+
+/// A supported RoPE scaling (`{arch}.rope.scaling.*`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RopeScaling {
+    /// gguf-py `RopeScalingType` name: `linear` or `yarn`.
+    pub kind: &'static str,
+    /// `factor`.
+    pub factor: f64,
+    /// yarn: `original_max_position_embeddings`.
+    pub original_context: Option<u64>,
+    /// yarn: `extrapolation_factor`, `attention_factor` (or `attn_factor`), `beta_fast`,
+    /// `beta_slow`, each when given.
+    pub yarn: [Option<f64>; 4],
+}
+
+/// The RoPE settings of a config.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rope {
+    /// `rope.freq_base` (full-attention layers); `None`: llama.cpp's default applies.
+    pub freq_base: Option<f64>,
+    /// Where `freq_base` was read (e.g. `rope_parameters.rope_theta`).
+    pub freq_base_field: Option<String>,
+    /// Scaling, if any.
+    pub scaling: Option<RopeScaling>,
+}
+
+/// `key` at the top level or under `text_config`.
+fn get<'a>(config: &'a Value, key: &str) -> Option<&'a Value> {
+    config
+        .get(key)
+        .filter(|v| !v.is_null())
+        .or_else(|| config.get("text_config")?.get(key).filter(|v| !v.is_null()))
+}
+
+/// A number field, naming config.json and `path` when it holds something else.
+fn number(v: Option<&Value>, path: &str) -> Result<Option<f64>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n.as_f64()),
+        Some(other) => Err(anyhow!(
+            "config.json: field {path} is {other}, not a number"
+        )),
+    }
+}
+
+/// The parameter dict that applies to full-attention layers, and its path for messages.
+fn full_attention_params(config: &Value) -> Result<(Map<String, Value>, String)> {
+    let (name, v) = match (get(config, "rope_parameters"), get(config, "rope_scaling")) {
+        (Some(v), _) => ("rope_parameters", v),
+        (None, Some(v)) => ("rope_scaling", v),
+        (None, None) => return Ok((Map::new(), String::new())),
+    };
+    let Value::Object(m) = v else {
+        return Err(anyhow!("config.json: field {name} is {v}, not an object"));
+    };
+    // Per layer type when every key is a layer type (standardize_rope_params' test); the
+    // layer types transformers uses are full_attention and sliding_attention.
+    let layer_types: Vec<&str> = match get(config, "layer_types") {
+        Some(Value::Array(a)) => a.iter().filter_map(|t| t.as_str()).collect(),
+        _ => vec!["full_attention", "sliding_attention"],
+    };
+    let per_layer = !m.is_empty() && m.keys().all(|k| layer_types.contains(&k.as_str()));
+    if !per_layer {
+        return Ok((m.clone(), name.to_string()));
+    }
+    match m.get("full_attention") {
+        Some(Value::Object(f)) => Ok((f.clone(), format!("{name}.full_attention"))),
+        Some(other) => Err(anyhow!(
+            "config.json: field {name}.full_attention is {other}, not an object"
+        )),
+        None => Err(anyhow!(
+            "config.json: field {name} has per-layer-type parameters without full_attention"
+        )),
+    }
+}
+
+/// Reads the RoPE settings of `config`.
+///
+/// Errors (naming config.json and the field): a field of the wrong type, a scaling type
+/// llama.cpp's converter does not map to GGUF keys (`dynamic`), or one quantgate does not
+/// convert (`llama3` and `longrope` need extra `rope_freqs`/factor tensors).
+pub fn read(config: &Value) -> Result<Rope> {
+    let (p, path) = full_attention_params(config)?;
+    let at = |k: &str| format!("{path}.{k}");
+    let mut rope = Rope::default();
+    if let Some(t) = number(p.get("rope_theta"), &at("rope_theta"))? {
+        rope.freq_base = Some(t);
+        rope.freq_base_field = Some(at("rope_theta"));
+    } else if let Some(t) = number(get(config, "rope_theta"), "rope_theta")? {
+        rope.freq_base = Some(t);
+        rope.freq_base_field = Some("rope_theta".into());
+    }
+    let kind = match p.get("rope_type").or_else(|| p.get("type")) {
+        None | Some(Value::Null) => "default".to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => {
+            return Err(anyhow!(
+                "config.json: field {} is {other}, not a string",
+                at("rope_type")
+            ))
+        }
+    };
+    let factor = || -> Result<f64> {
+        number(p.get("factor"), &at("factor"))?.ok_or_else(|| {
+            anyhow!(
+                "config.json: field {} is missing for rope type {kind}",
+                at("factor")
+            )
+        })
+    };
+    rope.scaling = match kind.as_str() {
+        "default" => None,
+        "linear" => Some(RopeScaling {
+            kind: "linear",
+            factor: factor()?,
+            original_context: None,
+            yarn: [None; 4],
+        }),
+        "yarn" => {
+            let orig = p
+                .get("original_max_position_embeddings")
+                .or_else(|| get(config, "original_max_position_embeddings"))
+                .and_then(Value::as_u64)
+                .ok_or_else(|| {
+                    anyhow!(
+                        "config.json: field {} is missing or not an integer for rope type yarn",
+                        at("original_max_position_embeddings")
+                    )
+                })?;
+            let attn = p.get("attention_factor").or_else(|| p.get("attn_factor"));
+            Some(RopeScaling {
+                kind: "yarn",
+                factor: factor()?,
+                original_context: Some(orig),
+                yarn: [
+                    number(p.get("extrapolation_factor"), &at("extrapolation_factor"))?,
+                    number(attn, &at("attention_factor"))?,
+                    number(p.get("beta_fast"), &at("beta_fast"))?,
+                    number(p.get("beta_slow"), &at("beta_slow"))?,
+                ],
+            })
+        }
+        other => {
+            return Err(anyhow!(
+                "config.json: field {} is {other:?}: not supported (quantgate converts default, linear and yarn RoPE)",
+                at("rope_type")
+            ))
+        }
+    };
+    Ok(rope)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn both_generations_give_the_same_rope() {
+        let v4 = json!({"rope_theta": 1000000.0, "rope_scaling": null});
+        let v5 = json!({"rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}});
+        let per_layer = json!({"layer_types": ["sliding_attention", "full_attention"],
+            "rope_parameters": {"full_attention": {"rope_theta": 1000000.0, "rope_type": "default"},
+                                "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}}});
+        for c in [&v4, &v5, &per_layer] {
+            assert_eq!(read(c).unwrap().freq_base, Some(1e6), "{c}");
+        }
+        assert_eq!(
+            read(&v5).unwrap().freq_base_field.as_deref(),
+            Some("rope_parameters.rope_theta")
+        );
+        assert_eq!(read(&json!({})).unwrap(), Rope::default());
+    }
+
+    #[test]
+    fn scaling_types_map_or_are_refused_by_name() {
+        let yarn = json!({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
+            "original_max_position_embeddings": 32768, "beta_fast": 32.0}});
+        let s = read(&yarn).unwrap().scaling.unwrap();
+        assert_eq!(
+            (s.kind, s.factor, s.original_context),
+            ("yarn", 4.0, Some(32768))
+        );
+        assert_eq!(s.yarn, [None, None, Some(32.0), None]);
+        let v4_linear =
+            json!({"rope_theta": 1e4, "rope_scaling": {"type": "linear", "factor": 2.0}});
+        assert_eq!(read(&v4_linear).unwrap().scaling.unwrap().kind, "linear");
+        let e = read(&json!({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}})).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("rope_scaling.rope_type is \"llama3\""),
+            "{e}"
+        );
+        let e = read(&json!({"rope_theta": "1e6"})).unwrap_err();
+        assert!(
+            e.to_string().contains("config.json: field rope_theta"),
+            "{e}"
+        );
+    }
+}

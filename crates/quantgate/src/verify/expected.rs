@@ -1,0 +1,126 @@
+//! Gate 1's hyperparameter expectations derived without `convert`: from config.json through
+//! the reference's own reading (`reference::hf_config`, the one the reference forward uses)
+//! and plain integer fields. The converter's metadata is merged with them and every key both
+//! derive must agree, so a field the converter misreads (e.g. a transformers v5 layout it does
+//! not know) cannot be missing from the file and from the expectation at once.
+//!
+//! Which config field gives which GGUF key is llama.cpp's converter's rule
+//! (`conversion/base.py` `set_gguf_parameters`; `docs/hf-config.md`).
+
+use anyhow::Result;
+use gguf::keys::{arch_key, llm};
+use gguf::Value;
+use serde_json::Value as Json;
+
+/// `key` at the top level of config.json or under `text_config`.
+fn field<'a>(config: &'a Json, key: &str) -> Option<&'a Json> {
+    let top = config.get(key).filter(|x| !x.is_null());
+    top.or_else(|| config.get("text_config")?.get(key).filter(|x| !x.is_null()))
+}
+
+/// The hyperparameter keys of architecture `arch` (GGUF name) that config.json implies.
+///
+/// Errors: a RoPE or epsilon field of the wrong type (from `reference::hf_config`).
+pub fn hparams(config: &Json, arch: &str) -> Result<Vec<(String, Value)>> {
+    let hp = reference::hf_config::Hparams::from_config(config)?;
+    let mut out = Vec::new();
+    let mut put = |tpl: &str, v: Value| out.push((arch_key(tpl, arch), v));
+    let ints = [
+        (llm::BLOCK_COUNT, "num_hidden_layers"),
+        (llm::CONTEXT_LENGTH, "max_position_embeddings"),
+        (llm::EMBEDDING_LENGTH, "hidden_size"),
+        (llm::FEED_FORWARD_LENGTH, "intermediate_size"),
+        (llm::HEAD_COUNT, "num_attention_heads"),
+        (llm::HEAD_COUNT_KV, "num_key_value_heads"),
+        (llm::KEY_LENGTH, "head_dim"),
+        (llm::VALUE_LENGTH, "head_dim"),
+    ];
+    for (key, name) in ints {
+        if let Some(n) = field(config, name).and_then(Json::as_u64) {
+            put(key, Value::U32(n as u32));
+        }
+    }
+    if arch != "bert" {
+        // A RoPE model without a base in config.json: llama.cpp's default (10000) applies and
+        // no key is written, as in the converter; the reference runs with transformers' own
+        // default, which is the same value.
+        if hp.rope_theta.1 != "default" {
+            put(llm::ROPE_FREQ_BASE, Value::F32(hp.rope_theta.0 as f32));
+        }
+        if field(config, "rms_norm_eps").is_some() {
+            put(llm::LAYERNORM_RMS_EPS, Value::F32(hp.rms_norm_eps as f32));
+        }
+        if matches!(hp.rope_type.as_str(), "linear" | "yarn") {
+            put(llm::ROPE_SCALING_TYPE, Value::string(hp.rope_type.clone()));
+            if let Some(f) = hp.rope_params.get("factor").and_then(Json::as_f64) {
+                put(llm::ROPE_SCALING_FACTOR, Value::F32(f as f32));
+            }
+        }
+    } else if field(config, "layer_norm_eps").is_some() {
+        put(llm::LAYERNORM_EPS, Value::F32(hp.layer_norm_eps as f32));
+    }
+    Ok(out)
+}
+
+/// Merges the independent expectations into the converter's: a key only the independent
+/// reading gives is added, and where both give a key with different values the independent
+/// value is expected. Returns a note for each disagreement.
+pub fn merge(
+    expected: &mut Vec<(String, Value)>,
+    independent: Vec<(String, Value)>,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (k, v) in independent {
+        match expected.iter_mut().find(|(ek, _)| *ek == k) {
+            Some((_, ev)) if *ev == v => {}
+            Some((_, ev)) => {
+                notes.push(format!(
+                    "{k}: convert's reading of config.json gives {ev:?}, verify's own reading {v:?}; the file is compared with the latter"
+                ));
+                *ev = v;
+            }
+            None => {
+                notes.push(format!(
+                    "{k}: implied by config.json (verify's own reading: {v:?}) but not by convert's reading"
+                ));
+                expected.push((k, v));
+            }
+        }
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_key_the_converter_misses_is_still_expected() {
+        // transformers v5 layout of a qwen2 config.
+        let config = json!({"hidden_size": 896, "num_hidden_layers": 24, "rms_norm_eps": 1e-6,
+            "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
+            "layer_types": ["full_attention"]});
+        let ind = hparams(&config, "qwen2").unwrap();
+        assert!(ind.contains(&("qwen2.rope.freq_base".into(), Value::F32(1e6))));
+        // A converter that reads only v4's top-level rope_theta gives no freq_base.
+        let mut from_converter: Vec<(String, Value)> = ind
+            .iter()
+            .filter(|(k, _)| k != "qwen2.rope.freq_base")
+            .cloned()
+            .collect();
+        let notes = merge(&mut from_converter, ind);
+        assert!(from_converter.contains(&("qwen2.rope.freq_base".into(), Value::F32(1e6))));
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].starts_with("qwen2.rope.freq_base"), "{notes:?}");
+    }
+
+    #[test]
+    fn a_value_the_converter_misreads_is_replaced() {
+        let config = json!({"rope_theta": 100000, "rms_norm_eps": 1e-5});
+        let mut conv = vec![("llama.rope.freq_base".to_string(), Value::F32(10000.0))];
+        let notes = merge(&mut conv, hparams(&config, "llama").unwrap());
+        assert_eq!(conv[0].1, Value::F32(100000.0));
+        assert!(notes[0].contains("the file is compared with the latter"));
+    }
+}

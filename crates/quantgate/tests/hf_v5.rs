@@ -1,0 +1,122 @@
+//! HF folders as transformers v5 saves them (`scripts/build-v5-fixtures.sh`: the real v4
+//! fixtures re-saved by transformers 5.24.0): `rope_parameters` instead of `rope_theta`,
+//! `dtype`, `layer_types`, `head_dim`, and the chat template in chat_template.jinja.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::*;
+use gguf::{Gguf, Value};
+use quantgate::convert::OutType;
+use quantgate::verify::{BlockerCode, Verdict};
+
+fn metadata(p: &Path) -> BTreeMap<String, Value> {
+    Gguf::open(p).unwrap().header.metadata.into_iter().collect()
+}
+
+#[test]
+fn qwen2_v5_gives_the_rope_base_and_chat_template_and_names_the_default_without_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v5 = hf("Qwen2.5-0.5B-Instruct-v5");
+    let out = tmp.path().join("v5.gguf");
+    convert_to(&v5, &out, OutType::F16, true);
+    let m = metadata(&out);
+    assert_eq!(m["qwen2.rope.freq_base"], Value::F32(1e6));
+    let jinja = std::fs::read_to_string(v5.join("chat_template.jinja")).unwrap();
+    assert_eq!(m["tokenizer.chat_template"], Value::string(jinja));
+    // The same keys and values as the v4 folder's conversion (whose tokenizer_config.json holds
+    // the template and add_bos_token=false, which v5 no longer writes).
+    let v4_out = tmp.path().join("v4.gguf");
+    convert_to(
+        &fixtures_hf().join("Qwen2.5-0.5B-Instruct"),
+        &v4_out,
+        OutType::F16,
+        true,
+    );
+    let mut m4 = metadata(&v4_out);
+    assert_eq!(
+        m4.remove("tokenizer.ggml.add_bos_token"),
+        Some(Value::Bool(false))
+    );
+    let mut m5 = m.clone();
+    m4.remove("general.name");
+    m5.remove("general.name");
+    assert_eq!(m4, m5);
+    // verify on the v5 folder: GO.
+    let r = verify_with(&v5, &out, None);
+    assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
+
+    // Without rope_parameters the report names llama.cpp's default.
+    let bare = tmp.path().join("no-rope");
+    copy_hf(&v5, &bare);
+    edit_config(&bare, |c| {
+        c.as_object_mut().unwrap().remove("rope_parameters");
+    });
+    let r = convert_to(&bare, &tmp.path().join("bare.gguf"), OutType::F16, true);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("qwen2.rope.freq_base is not written")
+                && n.contains("default freq_base 10000")),
+        "{:?}",
+        r.notes
+    );
+}
+
+#[test]
+fn a_rope_base_missing_from_the_file_is_no_go_naming_the_key() {
+    // What a converter that reads only v4's top-level rope_theta writes for a v5 folder.
+    let tmp = tempfile::tempdir().unwrap();
+    let v5 = hf("Qwen2.5-0.5B-Instruct-v5");
+    let good = tmp.path().join("good.gguf");
+    convert_to(&v5, &good, OutType::F16, true);
+    let bad = tmp.path().join("no-freq-base.gguf");
+    with_keys(&good, &bad, &[], &["qwen2.rope.freq_base"]);
+    let r = verify_with(&v5, &bad, None);
+    assert_eq!(r.verdict, Verdict::NoGo);
+    let b = r
+        .blockers
+        .iter()
+        .find(|b| b.code == BlockerCode::MetadataMissing)
+        .unwrap_or_else(|| panic!("{:?}", r.blockers));
+    assert_eq!(b.subject, "qwen2.rope.freq_base");
+    assert!(b.detail.contains("1000000"), "{}", b.detail);
+}
+
+#[test]
+fn smollm2_v4_and_v5_give_the_same_tensors_and_metadata_and_v5_verifies_go() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (v4, v5) = (hf("SmolLM2-135M-Instruct"), hf("SmolLM2-135M-Instruct-v5"));
+    let (o4, o5) = (tmp.path().join("v4.gguf"), tmp.path().join("v5.gguf"));
+    convert_to(&v4, &o4, OutType::F16, false);
+    convert_to(&v5, &o5, OutType::F16, false);
+    let (g4, g5) = (Gguf::open(&o4).unwrap(), Gguf::open(&o5).unwrap());
+    assert_eq!(g4.header.tensors.len(), 272);
+    for (a, b) in g4.header.tensors.iter().zip(&g5.header.tensors) {
+        assert_eq!(
+            (&a.name, a.ggml_type, &a.dims),
+            (&b.name, b.ggml_type, &b.dims)
+        );
+        assert!(g4.tensor_data(a) == g5.tensor_data(b), "{}", a.name);
+    }
+    let (mut m4, mut m5) = (metadata(&o4), metadata(&o5));
+    m4.remove("general.name");
+    m5.remove("general.name");
+    // v5 saves head_dim explicitly (576 / 9 = 64); llama.cpp's converter then writes both.
+    assert_eq!(
+        m5.remove("llama.attention.key_length"),
+        Some(Value::U32(64))
+    );
+    assert_eq!(
+        m5.remove("llama.attention.value_length"),
+        Some(Value::U32(64))
+    );
+    assert_eq!(m4, m5);
+    // The reference used to read only v4's rope_theta and ran this folder with base 10000:
+    // min cosine 0.764, a NO-GO for a correct file.
+    let r = verify_with(&v5, &o5, None);
+    assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
+    assert!(r.gate2_logits.unwrap().min_cosine > 0.9999);
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds HF folders as transformers v5 saves them (cached in .cache/hf/, ignored), from real
+# v4 folders, with transformers==5.24.0 from the hash-pinned .cache/venv-mlx
+# (scripts/build-mlx-fixtures.sh first; no torch needed):
+# - SmolLM2-135M-Instruct-v5: `AutoConfig` and `AutoTokenizer` of the SmolLM2 fixture, then
+#   `save_pretrained` (config.json with `rope_parameters`, `dtype`, `head_dim`; the chat template
+#   in chat_template.jinja; tokenizer.json re-serialized). The weights are the v4 folder's
+#   model.safetensors, hard-linked: a full `AutoModelForCausalLM` re-save with torch 2.15 writes
+#   the same 272 tensors byte for byte (checked once, 2026-12-01), and `save_pretrained` of the
+#   config alone writes the same config.json as the model's.
+# - Qwen2.5-0.5B-Instruct-v5: the same for ../shared/fixtures/hf/Qwen2.5-0.5B-Instruct (no
+#   weights: vocab-only conversions).
+# Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=.cache/venv-mlx
+[ -x "$venv/bin/python" ] || { echo "run scripts/build-mlx-fixtures.sh first" >&2; exit 2; }
+build() {
+  local src=$1 out=$2
+  [ -f "$out/.complete" ] && return 0
+  rm -rf "$out.tmp"
+  mkdir -p "$out.tmp"
+  "$venv/bin/python" - "$src" "$out.tmp" <<'PY'
+import sys
+import transformers
+from transformers import AutoConfig, AutoTokenizer
+assert transformers.__version__ == "5.24.0", transformers.__version__
+src, dst = sys.argv[1:]
+AutoConfig.from_pretrained(src).save_pretrained(dst)
+AutoTokenizer.from_pretrained(src).save_pretrained(dst)
+PY
+  if [ -f "$src/model.safetensors" ]; then
+    ln "$src/model.safetensors" "$out.tmp/model.safetensors" 2>/dev/null ||
+      cp "$src/model.safetensors" "$out.tmp/model.safetensors"
+  fi
+  touch "$out.tmp/.complete"
+  rm -rf "$out"
+  mv "$out.tmp" "$out"
+}
+build .cache/hf/SmolLM2-135M-Instruct .cache/hf/SmolLM2-135M-Instruct-v5
+build ../shared/fixtures/hf/Qwen2.5-0.5B-Instruct .cache/hf/Qwen2.5-0.5B-Instruct-v5
+echo "v5 fixtures: .cache/hf/SmolLM2-135M-Instruct-v5 .cache/hf/Qwen2.5-0.5B-Instruct-v5"
