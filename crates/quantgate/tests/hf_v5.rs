@@ -120,3 +120,44 @@ fn smollm2_v4_and_v5_give_the_same_tensors_and_metadata_and_v5_verifies_go() {
     assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
     assert!(r.gate2_logits.unwrap().min_cosine > 0.9999);
 }
+
+#[test]
+fn a_config_field_that_could_change_inference_is_named_by_convert_and_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v5 = hf("Qwen2.5-0.5B-Instruct-v5");
+    let good = tmp.path().join("good.gguf");
+    convert_to(&v5, &good, OutType::F16, true);
+    let odd = tmp.path().join("odd");
+    copy_hf(&v5, &odd);
+    edit_config(&odd, |c| {
+        c["attn_logit_softcapping"] = serde_json::json!(50.0);
+        c["use_sliding_window"] = serde_json::json!(true);
+    });
+    let out = qg()
+        .args(["convert", "--vocab-only", "--outtype", "f16", "-o"])
+        .arg(tmp.path().join("odd.gguf"))
+        .arg(&odd)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("config.json: field attn_logit_softcapping is not known for qwen2"),
+        "{err}"
+    );
+    assert!(
+        err.contains("config.json: field use_sliding_window = true"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("odd.gguf").exists());
+    // The file made from the unedited folder, verified against the edited one.
+    let r = verify_with(&odd, &good, None);
+    assert_eq!(r.verdict, Verdict::NoGo);
+    let fields: Vec<&str> = r
+        .blockers
+        .iter()
+        .filter(|b| b.code == BlockerCode::ConfigField)
+        .map(|b| b.detail.as_str())
+        .collect();
+    assert_eq!(fields.len(), 2, "{:?}", r.blockers);
+}

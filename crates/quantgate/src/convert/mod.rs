@@ -5,6 +5,7 @@
 pub mod arch;
 pub mod chat_template;
 pub mod consistency;
+pub mod fields;
 pub mod hf;
 pub mod mlx;
 pub mod rope;
@@ -343,6 +344,10 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
     crate::paths::ensure_output_distinct(out, &refs)?;
     let hf = HfDir::open(dir, !opts.vocab_only)?;
     let arch = arch_of(&hf)?;
+    let problems = fields::check(&hf.config, arch);
+    if !problems.is_empty() {
+        bail!("{}: {}", dir.display(), problems.join("; "));
+    }
     let mlx_plan = mlx_plan_of(&hf, opts)?;
     let outtype = if opts.vocab_only {
         opts.outtype

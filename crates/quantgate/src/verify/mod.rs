@@ -298,54 +298,104 @@ pub struct Gate1 {
     pub source_inconsistent: bool,
 }
 
+/// The tensor order Gate 1 expects.
+enum Order {
+    /// A conversion's: the HF folder's.
+    Conversion,
+    /// llama.cpp's quantizer's, from its plan; with `true`, a conversion's is accepted too
+    /// (a Q8_0 file can come from either writer).
+    Quantizer(Vec<String>, bool),
+    /// Not known: the quantizer's plan could not be made (the file is refused for another
+    /// reason, which has its own blocker).
+    Unknown,
+}
+
 /// The `general.file_type` these sources imply for the stored types, and the tensor order
-/// that goes with it. For a file `convert` writes: its file type, HF folder order (`None`).
-/// For a block-quantized file `convert` cannot have written: the ftype llama.cpp's quantizer
-/// plans exactly these types for ([`file_type`]) and the quantizer's order. The file's own
-/// value is taken when its plan matches; otherwise the matching ftype (or, when none matches,
-/// the converter's value) is expected, and a note names the first tensor that differs.
-fn expected_file_type(s: &Sources, f: &mut Findings) -> Result<(u32, Option<Vec<String>>)> {
+/// that goes with it. For a file `convert` writes: its file type, HF folder order. For a
+/// block-quantized file: the ftype llama.cpp's quantizer plans exactly these types for
+/// ([`file_type`]) and the quantizer's order. The file's own value is taken when its plan
+/// matches; otherwise the matching ftype (or, when none matches, the converter's value) is
+/// expected, and a note names the first tensor that differs. When no plan can be made (no F32
+/// expansion, or llama.cpp refuses the file) a value `convert` would not write is not judged.
+fn expected_file_type(s: &Sources, f: &mut Findings) -> Result<(u32, Order)> {
     let stored: Vec<gguf::GgmlType> = s
         .types
         .iter()
         .filter_map(|t| gguf::GgmlType::from_id(*t))
         .collect();
     let by_convert = convert::file_type(outtype_of(&s.types), &stored);
-    let claimed = file_type::claimed(&s.c);
-    let (Some(exp), Some(claimed)) = (s.expansion(), claimed) else {
-        return Ok((by_convert, None));
+    let quantized = !s.vocab_only && expand::has_block_quantized(&s.types);
+    let Some(claimed) = file_type::claimed(&s.c).filter(|_| quantized) else {
+        return Ok((by_convert, Order::Conversion));
     };
-    if claimed == by_convert {
-        return Ok((by_convert, None));
-    }
+    let convertible = claimed == by_convert;
+    let not_judged = |f: &mut Findings, why: String| {
+        if convertible {
+            return Ok((by_convert, Order::Conversion));
+        }
+        f.notes.push(format!(
+            "general.file_type {claimed} and tensor order not checked: {why}"
+        ));
+        Ok((claimed, Order::Unknown))
+    };
+    let Some(exp) = s.expansion() else {
+        return not_judged(f, "no F32 expansion of the stored values".into());
+    };
     if gguf::LlamaFtype::by_id(claimed).is_some_and(|t| t.quantize_target) {
-        let plan = match file_type::compare(&s.c, exp, claimed) {
-            Ok(p) => p,
-            // llama.cpp's loader refuses the file (a missing key, heads that do not fit): the
-            // plan cannot be made, and Gate 2's load names the refusal. The value is not judged.
+        // llama.cpp's loader may refuse the file (a missing key, heads that do not fit); Gate
+        // 2's load then names the refusal.
+        match file_type::compare(&s.c, exp, claimed) {
             Err(e) => {
-                f.notes.push(format!(
-                    "general.file_type {claimed} not checked: llama.cpp's quantizer could not plan the file: {e:#}"
-                ));
-                return Ok((claimed, None));
+                return not_judged(
+                    f,
+                    format!("llama.cpp's quantizer could not plan the file: {e:#}"),
+                )
             }
-        };
-        match plan {
-            (file_type::PlanMatch::Exact, order) => return Ok((claimed, Some(order))),
-            (file_type::PlanMatch::Differs { n, first: (t, plan, got) }, _) => f.notes.push(format!(
-                "general.file_type {claimed}: llama.cpp's quantizer plans other types for {n} tensors (first: {t} planned {plan}, stored {got})"
-            )),
+            Ok((file_type::PlanMatch::Exact, order)) => {
+                return Ok((claimed, Order::Quantizer(order, convertible)))
+            }
+            Ok((file_type::PlanMatch::Differs { .. }, _)) if convertible => {
+                return Ok((by_convert, Order::Conversion))
+            }
+            Ok((file_type::PlanMatch::Differs { n, first: (t, plan, got) }, _)) => {
+                f.notes.push(format!(
+                    "general.file_type {claimed}: llama.cpp's quantizer plans other types for {n} tensors (first: {t} planned {plan}, stored {got})"
+                ))
+            }
         }
     }
     Ok(match file_type::matching_ftype(&s.c, exp) {
-        Ok(Some((t, order))) => (t.id, Some(order)),
-        Ok(None) => (by_convert, None),
+        Ok(Some((t, order))) => (t.id, Order::Quantizer(order, false)),
+        Ok(None) => (by_convert, Order::Conversion),
         Err(e) => {
             f.notes
                 .push(format!("no ftype's plan could be made: {e:#}"));
-            (by_convert, None)
+            (by_convert, Order::Conversion)
         }
     })
+}
+
+/// Gate 1's tensor-order check for `order`.
+fn check_order(s: &Sources, order: Order, f: &mut Findings) -> Result<()> {
+    const CONVERSION: &str = "a conversion's order (the HF folder's)";
+    match order {
+        Order::Unknown => {}
+        Order::Conversion => {
+            let hf = gate1::expected_order(&s.hf, s.arch)?;
+            gate1::check_order(&s.c, &hf, CONVERSION, &mut f.blockers);
+        }
+        Order::Quantizer(q, also_conversion) => {
+            let mut as_conversion = Vec::new();
+            if also_conversion {
+                let hf = gate1::expected_order(&s.hf, s.arch)?;
+                gate1::check_order(&s.c, &hf, CONVERSION, &mut as_conversion);
+            }
+            if !also_conversion || !as_conversion.is_empty() {
+                gate1::check_order(&s.c, &q, "llama.cpp's quantizer order", &mut f.blockers);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The metadata the sources imply (as `convert` writes it, with [`expected_file_type`], merged
@@ -369,6 +419,10 @@ fn expected_metadata(s: &Sources, ft: u32, f: &mut Findings) -> Result<Vec<(Stri
 /// Gate 1: every metadata key and every tensor, read back through ggml's own reader and
 /// compared with what the sources imply (bit for bit for tensors).
 fn gate1(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result<Gate1> {
+    for p in convert::fields::check(&s.hf.config, s.arch) {
+        f.blockers
+            .push(Blocker::new(1, BlockerCode::ConfigField, "config.json", p));
+    }
     for b in &s.vocab.blockers {
         f.blockers.push(Blocker::new(
             1,
@@ -384,7 +438,7 @@ fn gate1(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result<Gate1> {
         );
     }
     let mut g1 = gate1::Gate1Report::default();
-    let (ft, quantizer_order) = expected_file_type(s, f)?;
+    let (ft, order) = expected_file_type(s, f)?;
     let expected = expected_metadata(s, ft, f)?;
     gate1::check_metadata(&s.c, &expected, &mut f.blockers, &mut g1)?;
     // A vocab-only file's file_type is whatever the converter was asked: allowed, not implied.
@@ -395,14 +449,7 @@ fn gate1(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result<Gate1> {
     };
     gate1::check_unexpected_keys(&s.c, &expected, also, &mut f.blockers);
     if !s.vocab_only {
-        let (order, name) = match quantizer_order {
-            Some(o) => (o, "llama.cpp's quantizer order"),
-            None => (
-                gate1::expected_order(&s.hf, s.arch)?,
-                "a conversion's order (the HF folder's)",
-            ),
-        };
-        gate1::check_order(&s.c, &order, name, &mut f.blockers);
+        check_order(s, order, f)?;
     }
     let mut out = Gate1 {
         report: g1,

@@ -47,6 +47,9 @@ impl std::fmt::Display for Verdict {
 pub enum BlockerCode {
     /// Set-up: a protocol does not declare a threshold.
     ThresholdUndeclared,
+    /// Gate 1: a config.json field quantgate cannot account for, or a value llama.cpp does
+    /// not run the same way (`convert::fields`).
+    ConfigField,
     /// Gate 1: a metadata key the sources imply is absent.
     MetadataMissing,
     /// Gate 1: a metadata key differs from what the sources imply.
