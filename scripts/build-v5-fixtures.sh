@@ -4,13 +4,13 @@
 # (scripts/build-mlx-fixtures.sh first; no torch needed):
 # - SmolLM2-135M-Instruct-v5: `AutoConfig` and `AutoTokenizer` of the SmolLM2 fixture, then
 #   `save_pretrained` (config.json with `rope_parameters`, `dtype`, `head_dim`; the chat template
-#   in chat_template.jinja; tokenizer.json re-serialized). The weights are the v4 folder's
+#   in chat_template.jinja; tokenizer.json re-serialized), and `GenerationConfig` likewise. The weights are the v4 folder's
 #   model.safetensors, hard-linked: a full `AutoModelForCausalLM` re-save with torch 2.15 writes
 #   the same 272 tensors byte for byte (checked once, 2026-12-01), and `save_pretrained` of the
 #   config alone writes the same config.json as the model's.
 # - Qwen2.5-0.5B-Instruct-v5: the same for ../shared/fixtures/hf/Qwen2.5-0.5B-Instruct (no
 #   weights: vocab-only conversions).
-# Idempotent.
+# Idempotent (delete a folder's .complete to rebuild it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.cache/venv-mlx
@@ -23,11 +23,14 @@ build() {
   "$venv/bin/python" - "$src" "$out.tmp" <<'PY'
 import sys
 import transformers
-from transformers import AutoConfig, AutoTokenizer
+import os
+from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 assert transformers.__version__ == "5.24.0", transformers.__version__
 src, dst = sys.argv[1:]
 AutoConfig.from_pretrained(src).save_pretrained(dst)
 AutoTokenizer.from_pretrained(src).save_pretrained(dst)
+if os.path.exists(os.path.join(src, "generation_config.json")):
+    GenerationConfig.from_pretrained(src).save_pretrained(dst)
 PY
   if [ -f "$src/model.safetensors" ]; then
     ln "$src/model.safetensors" "$out.tmp/model.safetensors" 2>/dev/null ||

@@ -88,6 +88,8 @@ pub mod tokenizer {
     pub const PADDING_ID: &str = "tokenizer.ggml.padding_token_id";
     /// Whether to prepend a space (bool).
     pub const ADD_SPACE_PREFIX: &str = "tokenizer.ggml.add_space_prefix";
+    /// Whether the normalizer lowercases (bool; gguf-py `Keys.Tokenizer.NORMALIZER_LOWERCASE`).
+    pub const NORMALIZER_LOWERCASE: &str = "tokenizer.ggml.normalizer.lowercase";
     /// Jinja chat template (string).
     pub const CHAT_TEMPLATE: &str = "tokenizer.chat_template";
     /// Names of the named chat templates (string array; gguf-py `Keys.Tokenizer.CHAT_TEMPLATES`).

@@ -104,15 +104,9 @@ fn smollm2_v4_and_v5_give_the_same_tensors_and_metadata_and_v5_verifies_go() {
     let (mut m4, mut m5) = (metadata(&o4), metadata(&o5));
     m4.remove("general.name");
     m5.remove("general.name");
-    // v5 saves head_dim explicitly (576 / 9 = 64); llama.cpp's converter then writes both.
-    assert_eq!(
-        m5.remove("llama.attention.key_length"),
-        Some(Value::U32(64))
-    );
-    assert_eq!(
-        m5.remove("llama.attention.value_length"),
-        Some(Value::U32(64))
-    );
+    // v5 saves head_dim explicitly (576 / 9 = 64); for v4 it is implied, as transformers'
+    // LlamaConfig (and so llama.cpp's converter, which reads configs through it) derives it.
+    assert_eq!(m4["llama.attention.key_length"], Value::U32(64));
     assert_eq!(m4, m5);
     // The reference used to read only v4's rope_theta and ran this folder with base 10000:
     // min cosine 0.764, a NO-GO for a correct file.
@@ -160,4 +154,49 @@ fn a_config_field_that_could_change_inference_is_named_by_convert_and_verify() {
         .map(|b| b.detail.as_str())
         .collect();
     assert_eq!(fields.len(), 2, "{:?}", r.blockers);
+}
+
+/// Keys our conversion writes that llama.cpp's converter does not, with the reason.
+const OURS_ONLY: &[(&str, &str, &str)] = &[(
+    "Qwen2.5-0.5B-Instruct",
+    "tokenizer.ggml.padding_token_id",
+    // The shared folder has no tokenizer.json: gguf-py's SpecialVocab cannot resolve
+    // tokenizer_config's pad_token "<|endoftext|>" to an id; we rebuild tokenizer.json as
+    // transformers does (151643). With a tokenizer.json (the v5 folder) both write it.
+    "no tokenizer.json in the peer's input",
+)];
+
+#[test]
+fn metadata_key_sets_equal_llama_cpps_converter_apart_from_provenance() {
+    let peer = json(&repo().join("crates/quantgate/tests/fixtures/peer-keys.json"));
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, rec) in peer["keys"].as_object().unwrap() {
+        let command = rec["command"].as_str().unwrap();
+        let dir = if command.starts_with("../shared") {
+            fixtures_hf().join(name)
+        } else {
+            hf(name)
+        };
+        let out = tmp.path().join(format!("{name}.gguf"));
+        convert_to(&dir, &out, OutType::F16, command.contains("--vocab-only"));
+        let ours: std::collections::BTreeSet<String> = metadata(&out).into_keys().collect();
+        let theirs: std::collections::BTreeSet<String> = rec["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap().to_string())
+            .collect();
+        for k in theirs.difference(&ours) {
+            assert!(
+                quantgate::verify::gate1::is_provenance(k),
+                "{name}: llama.cpp's converter writes {k}, we do not"
+            );
+        }
+        for k in ours.difference(&theirs) {
+            assert!(
+                OURS_ONLY.iter().any(|(n, key, _)| n == name && key == k),
+                "{name}: we write {k}, llama.cpp's converter does not"
+            );
+        }
+    }
 }

@@ -6,6 +6,7 @@ pub mod arch;
 pub mod chat_template;
 pub mod consistency;
 pub mod fields;
+pub mod generation;
 pub mod hf;
 pub mod mlx;
 pub mod rope;
@@ -704,6 +705,9 @@ pub fn metadata(
     if !name.is_empty() {
         put(general::NAME, Value::string(name));
     }
+    for (k, v) in generation::sampling(&hf.dir)? {
+        put(&k, v);
+    }
     let u32_of = |k: &str| hf.config_u64(k).map(|v| Value::U32(v as u32));
     let f32_of = |k: &str| hf.config_f64(k).map(|v| Value::F32(v as f32));
     let rope = rope::read(&hf.config)?;
@@ -732,7 +736,7 @@ pub fn metadata(
         (llm::ROPE_FREQ_BASE, rope_f32(rope.freq_base)),
         (llm::LAYERNORM_RMS_EPS, f32_of("rms_norm_eps")),
         (llm::LAYERNORM_EPS, f32_of("layer_norm_eps")),
-        (llm::KEY_LENGTH, u32_of("head_dim")),
+        (llm::KEY_LENGTH, key_length(hf, arch)),
     ];
     for (k, v) in rows {
         if let Some(v) = v {
@@ -770,12 +774,28 @@ pub fn metadata(
     }
     // ggml's block layouts since 2023 (gguf-py GGML_QUANT_VERSION).
     put(general::QUANTIZATION_VERSION, Value::U32(2));
-    kv.extend(tokenizer_metadata(vocab));
+    // llama.cpp's LlamaModel.set_vocab writes add_bos_token=false for every 49152-token
+    // vocabulary (its rule for small granite models, which SmolLM2 shares).
+    let no_bos = arch == Arch::Llama && hf.config_u64("vocab_size") == Some(49152);
+    kv.extend(tokenizer_metadata(vocab, arch, no_bos));
     Ok(kv)
 }
 
-/// The `tokenizer.*` keys of `vocab`, in gguf-py's order.
-fn tokenizer_metadata(vocab: &vocab::Vocab) -> Vec<(String, Value)> {
+/// `{arch}.attention.key_length` (and value_length): config.json's `head_dim`; for llama also
+/// hidden / heads when absent, because llama.cpp's converter reads the config through
+/// transformers, whose `LlamaConfig` always sets `head_dim` (5.x: `hidden_size //
+/// num_attention_heads`), while `Qwen2Config` has none.
+fn key_length(hf: &HfDir, arch: Arch) -> Option<Value> {
+    let hd = hf.config_u64("head_dim").or_else(|| {
+        let heads = hf.config_u64("num_attention_heads").filter(|h| *h > 0)?;
+        (arch == Arch::Llama).then_some(hf.config_u64("hidden_size")? / heads)
+    })?;
+    Some(Value::U32(hd as u32))
+}
+
+/// The `tokenizer.*` keys of `vocab`, in gguf-py's order; `no_bos` writes add_bos_token=false
+/// when the vocabulary decided nothing.
+fn tokenizer_metadata(vocab: &vocab::Vocab, arch: Arch, no_bos: bool) -> Vec<(String, Value)> {
     use gguf::keys::tokenizer as k;
     let strings = |v: &[String]| {
         Value::Array(
@@ -807,12 +827,18 @@ fn tokenizer_metadata(vocab: &vocab::Vocab) -> Vec<(String, Value)> {
         }
     }
     for kind in ["bos", "eos", "sep"] {
-        if let Some(b) = vocab.add.get(kind) {
-            put(&k::add_token(kind), Value::Bool(*b));
+        let forced = (kind == "bos" && no_bos).then_some(false);
+        if let Some(b) = vocab.add.get(kind).copied().or(forced) {
+            put(&k::add_token(kind), Value::Bool(b));
         }
     }
-    if let Some(b) = vocab.add_space_prefix {
+    // llama.cpp's converter copies tokenizer_config's add_prefix_space for llama only
+    // (LlamaModel.set_vocab); qwen2/qwen3 never write it.
+    if let Some(b) = vocab.add_space_prefix.filter(|_| arch == Arch::Llama) {
         put(k::ADD_SPACE_PREFIX, Value::Bool(b));
+    }
+    if let Some(b) = vocab.normalizer_lowercase {
+        put(k::NORMALIZER_LOWERCASE, Value::Bool(b));
     }
     let templates = &vocab.chat_templates;
     if let Some(t) = templates.default_template() {

@@ -83,6 +83,10 @@ pub struct Vocab {
     pub chat_templates: super::chat_template::ChatTemplates,
     /// `tokenizer.ggml.token_type_count` (bert).
     pub token_type_count: Option<u32>,
+    /// `tokenizer.ggml.normalizer.lowercase`, from tokenizer.json's normalizer (gguf-py
+    /// `SpecialVocab._parse_normalizer`: `Lowercase`, `BertNormalizer.lowercase`, or inside a
+    /// `Sequence`).
+    pub normalizer_lowercase: Option<bool>,
     /// Disagreements between the sources, reported (not fatal).
     pub notes: Vec<String>,
     /// Cases GGUF cannot express: the conversion must stop.
@@ -152,9 +156,24 @@ pub fn build(
 
     special_tokens(&mut v, tj, tc, config, &added, n_vocab)?;
     v.add_space_prefix = tc["add_prefix_space"].as_bool();
+    v.normalizer_lowercase = normalizer_lowercase(&tj["normalizer"]);
     v.chat_templates = super::chat_template::load(dir, tc)?;
     v.notes.extend(v.chat_templates.notes.iter().cloned());
     Ok(v)
+}
+
+/// The lowercase flag of a tokenizers normalizer, as gguf-py reads it.
+fn normalizer_lowercase(n: &Value) -> Option<bool> {
+    match n["type"].as_str()? {
+        "Lowercase" => Some(true),
+        "BertNormalizer" => n["lowercase"].as_bool(),
+        "Sequence" => n["normalizers"]
+            .as_array()?
+            .iter()
+            .filter_map(normalizer_lowercase)
+            .last(),
+        _ => None,
+    }
 }
 
 /// `tokenizer.ggml.model` for tokenizer.json's `model.type`.

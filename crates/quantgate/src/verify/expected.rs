@@ -40,6 +40,18 @@ pub fn hparams(config: &Json, arch: &str) -> Result<Vec<(String, Value)>> {
             put(key, Value::U32(n as u32));
         }
     }
+    // transformers' LlamaConfig sets head_dim = hidden_size // num_attention_heads when the
+    // file has none, and llama.cpp's converter reads the config through it.
+    let int = |k: &str| field(config, k).and_then(Json::as_u64);
+    if arch == "llama" && int("head_dim").is_none() {
+        if let (Some(h), Some(n)) = (
+            int("hidden_size"),
+            int("num_attention_heads").filter(|n| *n > 0),
+        ) {
+            put(llm::KEY_LENGTH, Value::U32((h / n) as u32));
+            put(llm::VALUE_LENGTH, Value::U32((h / n) as u32));
+        }
+    }
     if arch != "bert" {
         // A RoPE model without a base in config.json: llama.cpp's default (10000) applies and
         // no key is written, as in the converter; the reference runs with transformers' own

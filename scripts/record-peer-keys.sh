@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Re-records crates/quantgate/tests/fixtures/peer-keys.json: the metadata key sets that
+# llama.cpp's own converter writes for the test folders. Not part of the test command (torch is
+# ~5.6 GB): run by hand after changing the peer, with the folders of scripts/test.sh in place.
+# Needs the llama-cpp-python==0.3.36 sdist (full llama.cpp sources) and a venv with torch and
+# transformers==5.24.0 from PyPI, both cached in $QUANTGATE_CACHE (default ~/.cache/quantgate).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cache=${QUANTGATE_CACHE:-$HOME/.cache/quantgate}
+mkdir -p "$cache/sdist" out/peer
+sdist=$cache/sdist/llama_cpp_python-0.3.36.tar.gz
+[ -f "$sdist" ] || python3 -m pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d "$cache/sdist"
+venv=$cache/venv-torch
+[ -x "$venv/bin/python" ] || { python3 -m venv "$venv"; "$venv/bin/pip" install -q torch transformers==5.24.0 safetensors sentencepiece protobuf numpy; }
+src=out/peer/src
+[ -d "$src" ] || { mkdir -p "$src"; tar xzf "$sdist" -C "$src"; }
+llama=$(ls -d "$src"/*/vendor/llama.cpp)
+run() { # name folder [--vocab-only]
+  (cd "$llama" && "$venv/bin/python" convert_hf_to_gguf.py "$OLDPWD/$2" ${3:-} --outtype f16 --outfile "$OLDPWD/out/peer/$1.gguf" >/dev/null)
+}
+run SmolLM2-135M-Instruct .cache/hf/SmolLM2-135M-Instruct
+run SmolLM2-135M-Instruct-v5 .cache/hf/SmolLM2-135M-Instruct-v5
+run all-MiniLM-L6-v2 .cache/hf/all-MiniLM-L6-v2
+run Qwen2.5-0.5B-Instruct ../shared/fixtures/hf/Qwen2.5-0.5B-Instruct --vocab-only
+run Qwen2.5-0.5B-Instruct-v5 .cache/hf/Qwen2.5-0.5B-Instruct-v5 --vocab-only
+.cache/venv/bin/python - <<'PY'
+import json
+from gguf import GGUFReader
+p = "crates/quantgate/tests/fixtures/peer-keys.json"
+out = json.load(open(p))
+for name in out["keys"]:
+    r = GGUFReader(f"out/peer/{name}.gguf")
+    out["keys"][name]["keys"] = sorted(k for k in r.fields if not k.startswith("GGUF."))
+json.dump(out, open(p, "w"), indent=1)
+print({k: len(v["keys"]) for k, v in out["keys"].items()})
+PY
