@@ -170,8 +170,8 @@ fn normalizer_lowercase(n: &Value) -> Option<bool> {
         "Sequence" => n["normalizers"]
             .as_array()?
             .iter()
-            .filter_map(normalizer_lowercase)
-            .last(),
+            .rev()
+            .find_map(normalizer_lowercase),
         _ => None,
     }
 }
