@@ -8,8 +8,9 @@
 #   model.safetensors, hard-linked: a full `AutoModelForCausalLM` re-save with torch 2.15 writes
 #   the same 272 tensors byte for byte (checked once, 2026-12-01), and `save_pretrained` of the
 #   config alone writes the same config.json as the model's.
-# - Qwen2.5-0.5B-Instruct-v5: the same for ../shared/fixtures/hf/Qwen2.5-0.5B-Instruct (no
-#   weights: vocab-only conversions).
+# - Qwen2.5-0.5B-Instruct-v5, Qwen3-0.6B-v5: the same for the ../shared/fixtures/hf folders
+#   (no weights: vocab-only conversions).
+# - all-MiniLM-L6-v2-v5: the same for MiniLM (bert), its model.safetensors hard-linked.
 # Idempotent (delete a folder's .complete to rebuild it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,10 @@ AutoTokenizer.from_pretrained(src).save_pretrained(dst)
 if os.path.exists(os.path.join(src, "generation_config.json")):
     GenerationConfig.from_pretrained(src).save_pretrained(dst)
 PY
+  # sentence-transformers' own files (pooling), which transformers neither reads nor writes.
+  for f in modules.json config_sentence_transformers.json sentence_bert_config.json 1_Pooling; do
+    [ -e "$src/$f" ] && cp -r "$src/$f" "$out.tmp/"
+  done
   if [ -f "$src/model.safetensors" ]; then
     ln "$src/model.safetensors" "$out.tmp/model.safetensors" 2>/dev/null ||
       cp "$src/model.safetensors" "$out.tmp/model.safetensors"
@@ -42,4 +47,6 @@ PY
 }
 build .cache/hf/SmolLM2-135M-Instruct .cache/hf/SmolLM2-135M-Instruct-v5
 build ../shared/fixtures/hf/Qwen2.5-0.5B-Instruct .cache/hf/Qwen2.5-0.5B-Instruct-v5
-echo "v5 fixtures: .cache/hf/SmolLM2-135M-Instruct-v5 .cache/hf/Qwen2.5-0.5B-Instruct-v5"
+build ../shared/fixtures/hf/Qwen3-0.6B .cache/hf/Qwen3-0.6B-v5
+build .cache/hf/all-MiniLM-L6-v2 .cache/hf/all-MiniLM-L6-v2-v5
+echo "v5 fixtures: .cache/hf/{SmolLM2-135M-Instruct,Qwen2.5-0.5B-Instruct,Qwen3-0.6B,all-MiniLM-L6-v2}-v5"

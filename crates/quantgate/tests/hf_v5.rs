@@ -200,3 +200,41 @@ fn metadata_key_sets_equal_llama_cpps_converter_apart_from_provenance() {
         }
     }
 }
+
+#[test]
+fn bert_and_qwen3_convert_alike_in_both_generations() {
+    let tmp = tempfile::tempdir().unwrap();
+    // MiniLM (bert, with weights): v5 adds is_decoder/add_cross_attention (false),
+    // tie_word_embeddings and null token ids to config.json; nothing changes in the file.
+    let (o4, o5) = (tmp.path().join("b4.gguf"), tmp.path().join("b5.gguf"));
+    convert_to(&hf("all-MiniLM-L6-v2"), &o4, OutType::F16, false);
+    convert_to(&hf("all-MiniLM-L6-v2-v5"), &o5, OutType::F16, false);
+    let (g4, g5) = (Gguf::open(&o4).unwrap(), Gguf::open(&o5).unwrap());
+    assert_eq!(g4.header.tensors.len(), 101);
+    for (a, b) in g4.header.tensors.iter().zip(&g5.header.tensors) {
+        assert!(
+            a.name == b.name && g4.tensor_data(a) == g5.tensor_data(b),
+            "{}",
+            a.name
+        );
+    }
+    let (mut m4, mut m5) = (metadata(&o4), metadata(&o5));
+    m4.remove("general.name");
+    m5.remove("general.name");
+    assert_eq!(m4, m5);
+    let r = verify_with(&hf("all-MiniLM-L6-v2-v5"), &o5, None);
+    assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
+
+    // Qwen3 (vocab only): v5's tokenizer_config.json drops add_bos_token=false.
+    let (q4, q5) = (tmp.path().join("q4.gguf"), tmp.path().join("q5.gguf"));
+    convert_to(&fixtures_hf().join("Qwen3-0.6B"), &q4, OutType::F16, true);
+    convert_to(&hf("Qwen3-0.6B-v5"), &q5, OutType::F16, true);
+    let (mut m4, mut m5) = (metadata(&q4), metadata(&q5));
+    m4.remove("general.name");
+    m5.remove("general.name");
+    assert_eq!(
+        m4.remove("tokenizer.ggml.add_bos_token"),
+        Some(Value::Bool(false))
+    );
+    assert_eq!(m4, m5);
+}

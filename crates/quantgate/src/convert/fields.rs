@@ -63,6 +63,8 @@ fn read(a: Arch) -> &'static [&'static str] {
             "layer_norm_eps",
             "vocab_size",
             "type_vocab_size",
+            // Ties the masked-LM head, which an embedding conversion does not include.
+            "tie_word_embeddings",
         ],
         Arch::Llama | Arch::Qwen2 | Arch::Qwen3 => &[
             "model_type",
@@ -97,6 +99,9 @@ fn constrained(a: Arch, key: &str, v: &Value) -> Option<Option<String>> {
     let want = |ok: bool, what: &str| Some((!ok).then(|| format!("{v} ({what})")));
     match (a, key) {
         (Arch::Bert, "hidden_act") => want(v == "gelu", "llama.cpp's BERT uses erf GELU"),
+        (Arch::Bert, "is_decoder" | "add_cross_attention") => {
+            want(v == false, "an encoder without cross-attention")
+        }
         (Arch::Bert, "position_embedding_type") => want(
             v == "absolute",
             "llama.cpp's BERT has absolute positions only",
