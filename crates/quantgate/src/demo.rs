@@ -88,6 +88,7 @@ pub fn run_arm(
         texts: None,
         protocol: None,
         release: Some(release),
+        ppl_text: None,
         threads: 2,
     })?;
     let report_dir = out.join(format!("report-{name}"));

@@ -395,6 +395,7 @@ fn verify_one(hf: &Path, gguf: &Path, threads: i32) -> Result<verify::VerifyRepo
         texts: None,
         protocol: None,
         release: None,
+        ppl_text: None,
         threads,
     })
 }

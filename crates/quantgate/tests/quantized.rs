@@ -56,6 +56,33 @@ fn q4_k_m_is_go_with_quality_reported_and_tampered_copies_are_no_go() {
         q_src.mean_kld
     );
 
+    let qs = r.quality.as_ref().unwrap();
+    assert_eq!(qs.ftype, "Q4_K_M");
+    assert!(qs.budget.is_none() && qs.ppl.is_none());
+    assert!(qs.logits.p99_kld > qs.logits.mean_kld && qs.logits.rms_dp > 0.0);
+
+    // A budget declared in the protocol: exceeded → NO-GO naming it; a declared item that was
+    // not measured (no --ppl-text) is a blocker too, never a pass.
+    let budget = tmp.path().join("budget.toml");
+    let base = std::fs::read_to_string(protocol("ci.toml")).unwrap();
+    std::fs::write(
+        &budget,
+        format!("{base}\n[budget.Q4_K_M]\nmax_mean_kld = 0.001\nmax_ppl_ratio = 1.5\n"),
+    )
+    .unwrap();
+    let r = verify_with(&hf, &q, Some(budget));
+    assert_eq!(r.verdict, Verdict::NoGo);
+    let subjects: Vec<(&str, &str)> = r
+        .blockers
+        .iter()
+        .map(|b| (b.subject.as_str(), b.detail.as_str()))
+        .collect();
+    assert_eq!(subjects.len(), 2, "{subjects:?}");
+    assert_eq!(subjects[0].0, "budget.Q4_K_M.max_mean_kld");
+    assert!(subjects[0].1.starts_with("measured 0.0"), "{subjects:?}");
+    assert_eq!(subjects[1].0, "budget.Q4_K_M.max_ppl_ratio");
+    assert!(subjects[1].1.contains("not measured"), "{subjects:?}");
+
     let g = gguf::Gguf::open(&q).unwrap();
     let mutants = selftest::mutants(&g);
     let pick = |class: &str, what: &str| {

@@ -32,6 +32,7 @@ fn smollm2_fixture_to_f16_verifies_go_with_logits() {
         texts: None,
         protocol: None,
         release: None,
+        ppl_text: None,
         threads: 2,
     })
     .unwrap();
@@ -79,6 +80,7 @@ fn smollm2_fixture_to_f16_verifies_go_with_logits() {
         texts: None,
         protocol: None,
         release: None,
+        ppl_text: None,
         threads: 2,
     })
     .unwrap();

@@ -27,6 +27,10 @@ pub struct Args {
     /// Release folder for Gate 3 (sha256 manifest and re-measurement of the shipped file).
     #[arg(long)]
     release: Option<PathBuf>,
+    /// Text for the quality section's PPL of the file and of the source (first 4 × 512
+    /// tokens, e.g. wiki.test.raw); without it PPL is not measured.
+    #[arg(long, value_name = "FILE")]
+    ppl_text: Option<PathBuf>,
     /// llama.cpp threads.
     #[arg(long, default_value_t = 2)]
     threads: i32,
@@ -50,6 +54,7 @@ pub fn run(a: Args) -> anyhow::Result<Status> {
         texts: a.texts,
         protocol: a.protocol,
         release: a.release,
+        ppl_text: a.ppl_text,
         threads: a.threads,
     };
     let r = verify::verify(&opts)?;
@@ -126,7 +131,11 @@ fn render_logits(r: &VerifyReport) {
             t.max_mean_kld
         );
     }
-    if let Some(l) = &r.gate2_logits_as_shipped {
+    if let Some(q) = &r.quality {
+        for line in verify::quality::lines(q) {
+            println!("{line}");
+        }
+    } else if let Some(l) = &r.gate2_logits_as_shipped {
         println!(
             "quality against the source (the file as shipped vs the reference on the HF weights; reported, not judged): min cosine {:.6}, argmax agreement {:.4}, mean KLD {:.6}",
             l.min_cosine, l.top1_agreement, l.mean_kld

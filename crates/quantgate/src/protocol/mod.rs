@@ -165,6 +165,10 @@ pub struct Protocol {
     /// Thresholds of `verify` (see `verify::THRESHOLD_NAMES`); required with a verify step.
     #[serde(default)]
     pub thresholds: Option<toml::Table>,
+    /// Quality budgets of `verify`, one table per ftype (`[budget.Q4_K_M]`, see
+    /// `verify::quality`); files of an ftype without one are reported only.
+    #[serde(default)]
+    pub budget: Option<toml::Table>,
     pub inputs: Vec<Input>,
     pub models: Vec<ModelSpec>,
     pub steps: Vec<Step>,

@@ -27,6 +27,14 @@ pub struct LogitsReport {
     /// Largest per-position KLD.
     #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub max_kld: f64,
+    /// 99th percentile of the per-position KLD (nearest rank), nats.
+    #[serde(default, deserialize_with = "crate::serde_nan::f64")]
+    pub p99_kld: f64,
+    /// RMS over positions of Δp = p_llama.cpp(next token) − p_reference(next token), the
+    /// probability given to the token that follows in the text (llama-perplexity's `RMS Δp`,
+    /// as a fraction, not %). Positions with a next token only.
+    #[serde(default, deserialize_with = "crate::serde_nan::f64")]
+    pub rms_dp: f64,
     /// Where a NaN or infinite logit appeared (`llama.cpp logits of text N at position P`):
     /// each is a blocker. Absent from the JSON when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -63,6 +71,7 @@ pub fn check(
         (0usize, 0usize, 0f64, 0f64, f64::INFINITY);
     let mut used = 0;
     let mut bad = Vec::new();
+    let (mut klds, mut dp2, mut n_dp) = (Vec::new(), 0f64, 0usize);
     for t in texts {
         let ids = hf.encode(t, true)?;
         if ids.len() < 2 || ids.len() > 512 {
@@ -92,6 +101,12 @@ pub fn check(
             let kld: f64 = pa.iter().zip(&pb).map(|(x, y)| x.exp() * (x - y)).sum();
             kld_sum += kld;
             max_kld = max_kld.max(kld);
+            klds.push(kld);
+            if let Some(next) = ids.get(pos + 1) {
+                let d = pb[*next as usize].exp() - pa[*next as usize].exp();
+                dp2 += d * d;
+                n_dp += 1;
+            }
             n += 1;
         }
     }
@@ -102,6 +117,31 @@ pub fn check(
         top1_agreement: agree as f64 / n.max(1) as f64,
         mean_kld: kld_sum / n.max(1) as f64,
         max_kld,
+        p99_kld: percentile(&mut klds, 0.99),
+        rms_dp: (dp2 / n_dp.max(1) as f64).sqrt(),
         non_finite: bad,
     })
+}
+
+/// The `q`-quantile of `x` by nearest rank (NaN sorts last; NaN for an empty slice).
+pub fn percentile(x: &mut [f64], q: f64) -> f64 {
+    if x.is_empty() {
+        return f64::NAN;
+    }
+    x.sort_by(|a, b| a.total_cmp(b));
+    let rank = ((q * x.len() as f64).ceil() as usize).clamp(1, x.len());
+    x[rank - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentile() {
+        let mut v: Vec<f64> = (1..=200).map(f64::from).collect();
+        assert_eq!(percentile(&mut v, 0.99), 198.0);
+        assert_eq!(percentile(&mut [3.0, 1.0], 0.99), 3.0);
+        assert!(percentile(&mut [], 0.99).is_nan());
+    }
 }

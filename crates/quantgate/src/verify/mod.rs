@@ -18,6 +18,7 @@ pub mod gate1_affine;
 pub mod gate3;
 pub mod logits;
 pub mod outcome;
+pub mod quality;
 pub mod report;
 pub mod requant;
 pub mod stored;
@@ -124,6 +125,8 @@ pub struct VerifyOptions {
     pub protocol: Option<PathBuf>,
     /// Release folder for Gate 3.
     pub release: Option<PathBuf>,
+    /// Text for the quality section's PPL of both sides (e.g. wiki.test.raw); none: not measured.
+    pub ppl_text: Option<PathBuf>,
     /// Threads for llama.cpp.
     pub threads: i32,
 }
@@ -162,6 +165,10 @@ pub struct VerifyReport {
     /// `gate2_logits` then holds the judged F32-expansion measurement).
     pub gate2_logits_as_shipped: Option<logits::LogitsReport>,
     pub gate3: Option<gate3::Gate3Report>,
+    /// Quality against the source (lossy files; reported, judged only against a declared
+    /// budget).
+    #[serde(default)]
+    pub quality: Option<quality::Quality>,
     /// Facts worth knowing that do not block (source disagreements, limitations).
     pub notes: Vec<String>,
 }
@@ -495,6 +502,8 @@ fn gate1(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result<Gate1> {
 /// Gate 2's typed section.
 #[derive(Default)]
 pub struct Gate2 {
+    /// Quality against the source, for block-quantized causal LMs.
+    pub quality: Option<quality::Quality>,
     /// Token ids in the four add_special × parse_special modes.
     pub tokenizer: Option<tokenizer::TokenizerReport>,
     /// Embedding models: pooled vectors against the reference.
@@ -872,10 +881,46 @@ fn gate2(
             ));
         }
         judge(logits_checks(t, &l), &mut f.blockers);
+        if let Some(shipped) = &shipped {
+            let q = quality_section(opts, s, shipped)?;
+            quality::judge(&q, &mut f.blockers);
+            g2.quality = Some(q);
+        }
         g2.logits = Some(l);
         g2.logits_as_shipped = shipped;
     }
     Ok(g2)
+}
+
+/// The quality section of a block-quantized file: the as-shipped logits, PPL of both sides when
+/// `--ppl-text` was given, and the protocol's budget for the file's ftype.
+fn quality_section(
+    opts: &VerifyOptions,
+    s: &Sources,
+    shipped: &logits::LogitsReport,
+) -> Result<quality::Quality> {
+    let ftype = file_type::claimed(&s.c)
+        .and_then(gguf::LlamaFtype::by_id)
+        .map_or_else(|| "unknown".to_string(), |t| t.name.to_string());
+    let budget = match &opts.protocol {
+        Some(p) => quality::budget_from_protocol(p, &ftype)?,
+        None => None,
+    };
+    let ppl = match &opts.ppl_text {
+        Some(t) => Some(quality::ppl_pair(
+            &opts.gguf,
+            &opts.hf_dir,
+            t,
+            opts.threads,
+        )?),
+        None => None,
+    };
+    Ok(quality::Quality {
+        ftype,
+        logits: shipped.clone(),
+        ppl,
+        budget,
+    })
 }
 
 /// Gate 3 (`--release`): the sha256 manifest and a re-measurement of the shipped GGUF.
@@ -942,6 +987,7 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
         gate2_vectors: g2.vectors,
         gate2_logits: g2.logits,
         gate2_logits_as_shipped: g2.logits_as_shipped,
+        quality: g2.quality,
         gate3: g3,
         notes: f.notes,
     })

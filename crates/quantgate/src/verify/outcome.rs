@@ -80,6 +80,8 @@ pub enum BlockerCode {
     AffineValues,
     /// Gate 1: a declared fallback's bytes differ from its encoding.
     FallbackBits,
+    /// Gate 2: a quality item of the protocol's `[budget.FTYPE]` exceeded or not measured.
+    QualityBudget,
     /// Gate 2: llama.cpp refuses to load the file (its own error line in the detail).
     LlamaLoad,
     /// Gate 2: the file's `general.architecture` is not the HF folder's.

@@ -119,7 +119,12 @@ fn gate2_logits(s: &mut String, r: &VerifyReport) {
             r.thresholds.min_logits_top1_agreement, l.mean_kld, r.thresholds.max_mean_kld, l.max_kld
         );
     }
-    if let Some(l) = &r.gate2_logits_as_shipped {
+    if let Some(q) = &r.quality {
+        let _ = writeln!(s, "\n## Quality against the source\n");
+        for line in super::quality::lines(q) {
+            let _ = writeln!(s, "- {line}");
+        }
+    } else if let Some(l) = &r.gate2_logits_as_shipped {
         let _ = writeln!(
             s,
             "- quality against the source (the file as shipped vs the reference on the HF weights; reported, not judged): min cosine {:.6} · argmax agreement {:.4} · mean KLD {:.6}",

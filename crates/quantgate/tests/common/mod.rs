@@ -111,6 +111,7 @@ pub fn verify_with(hf: &Path, gguf: &Path, protocol: Option<PathBuf>) -> VerifyR
         texts: None,
         protocol,
         release: None,
+        ppl_text: None,
         threads: 2,
     })
     .unwrap()
