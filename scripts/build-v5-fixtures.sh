@@ -11,14 +11,16 @@
 # - Qwen2.5-0.5B-Instruct-v5, Qwen3-0.6B-v5: the same for the ../shared/fixtures/hf folders
 #   (no weights: vocab-only conversions).
 # - all-MiniLM-L6-v2-v5: the same for MiniLM (bert), its model.safetensors hard-linked.
-# Idempotent (delete a folder's .complete to rebuild it).
+# Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.cache/venv-mlx
 [ -x "$venv/bin/python" ] || { echo "run scripts/build-mlx-fixtures.sh first" >&2; exit 2; }
+# A folder is rebuilt whenever this script changes: .complete holds the script's sha256.
+recipe=$(sha256sum "$0" | cut -d' ' -f1)
 build() {
   local src=$1 out=$2
-  [ -f "$out/.complete" ] && return 0
+  [ "$(cat "$out/.complete" 2>/dev/null)" = "$recipe" ] && return 0
   rm -rf "$out.tmp"
   mkdir -p "$out.tmp"
   "$venv/bin/python" - "$src" "$out.tmp" <<'PY'
@@ -41,7 +43,7 @@ PY
     ln "$src/model.safetensors" "$out.tmp/model.safetensors" 2>/dev/null ||
       cp "$src/model.safetensors" "$out.tmp/model.safetensors"
   fi
-  touch "$out.tmp/.complete"
+  echo "$recipe" > "$out.tmp/.complete"
   rm -rf "$out"
   mv "$out.tmp" "$out"
 }
