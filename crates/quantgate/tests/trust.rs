@@ -459,14 +459,20 @@ fn selftest_catches_every_mutant_of_minilm_f16_and_passes_the_original() {
 
 #[test]
 fn smollm2_with_an_injected_add_bos_is_no_go() {
-    // With add_bos added, llama.cpp's default add_special=true tokenization no longer matches
-    // HF; before the two-way metadata check this was GO ("25/25 metadata keys match").
+    // With add_bos true, llama.cpp's default add_special=true tokenization no longer matches
+    // HF. Before the two-way metadata check an added key was GO ("25/25 metadata keys
+    // match"); since the key-parity work the conversion writes add_bos_token=false itself (as
+    // llama.cpp's converter does for 49152-token llama vocabularies), so injecting it is a
+    // changed value.
     let tmp = tempfile::tempdir().unwrap();
     let hf = common::hf("SmolLM2-135M-Instruct");
     let good = tmp.path().join("f16.gguf");
     common::convert_to(&hf, &good, OutType::F16, false);
     let g = gguf::Gguf::open(&good).unwrap();
-    assert!(g.header.get("tokenizer.ggml.add_bos_token").is_none());
+    assert_eq!(
+        g.header.get("tokenizer.ggml.add_bos_token"),
+        Some(&Value::Bool(false))
+    );
     drop(g);
     let p = tmp.path().join("bos.gguf");
     common::with_keys(
@@ -477,7 +483,7 @@ fn smollm2_with_an_injected_add_bos_is_no_go() {
     );
     let r = common::verify_with(&hf, &p, None);
     assert_eq!(r.verdict, Verdict::NoGo);
-    let b = blockers(&r, BlockerCode::MetadataUnexpected);
+    let b = blockers(&r, BlockerCode::MetadataMismatch);
     assert!(
         b.iter()
             .any(|b| b.starts_with("tokenizer.ggml.add_bos_token")),
