@@ -123,3 +123,40 @@ fn q4_k_m_is_go_with_quality_reported_and_tampered_copies_are_no_go() {
         }
     }
 }
+
+#[test]
+fn minilm_q4_k_m_from_an_f16_conversion_of_an_f32_source_is_go() {
+    // MiniLM's source is F32: `quantize` reads the F16 conversion, so the block types encode
+    // the source rounded to F16. Gate 1 used to compare with the encoding of the F32 values
+    // (5 tensor-bits blockers), and Gate 2 compared the file as shipped with the source
+    // (min cosine 0.9695): a NO-GO for a correct file.
+    let tmp = tempfile::tempdir().unwrap();
+    let hf = hf("all-MiniLM-L6-v2");
+    let f16 = tmp.path().join("f16.gguf");
+    convert_to(&hf, &f16, OutType::F16, false);
+    let q = tmp.path().join("q4_k_m.gguf");
+    let out = qg()
+        .args(["quantize", "--threads", "2"])
+        .arg(&f16)
+        .arg(&q)
+        .arg("Q4_K_M")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = verify_with(&hf, &q, None);
+    assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
+    assert_eq!(r.gate1.bit_identical, 101);
+    assert_eq!(r.gate1.via_intermediate.get("F16"), Some(&37));
+    assert!(r.gate2_vectors.as_ref().unwrap().min_cosine > 0.9999);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.starts_with("quality against the source (vectors")),
+        "{:?}",
+        r.notes
+    );
+}

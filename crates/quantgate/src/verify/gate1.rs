@@ -33,6 +33,11 @@ pub struct Gate1Report {
     pub metadata_keys: usize,
     /// Metadata keys that match.
     pub metadata_matching: usize,
+    /// Block-quantized tensors whose bytes are the encoding of the source after a round trip
+    /// through an intermediate float type (`F16`, `BF16`): what `quantize` of a conversion to
+    /// that type stores for an F32 source. Keyed by the intermediate.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub via_intermediate: BTreeMap<String, usize>,
 }
 
 /// Canonical text of one of our metadata values, comparable with [`canonical_c`]: scalars as
@@ -344,14 +349,32 @@ pub fn check_tensors(
             continue;
         };
         *r.by_type.entry(ty.to_string()).or_default() += 1;
-        let expected = expected_bytes(hf, a, si, info, ty, &ne_src, &mut maps)?;
+        let expected = expected_bytes(hf, a, si, info, ty, &ne_src, None, &mut maps)?;
         let Some(stored) = read_stored(&mut file, gguf_path, info, blockers)? else {
             continue;
         };
         if stored == expected {
             r.bit_identical += 1;
-        } else {
-            blockers.push(bits_blocker(info, src, ty, &stored, &expected));
+            continue;
+        }
+        // A block type quantized from a conversion to F16/BF16 (convert, then quantize) encodes
+        // the source rounded to that type; ggml's own round trip gives those values.
+        let mut via = None;
+        if !matches!(ty, GgmlType::F16 | GgmlType::BF16) {
+            for t in [GgmlType::F16, GgmlType::BF16] {
+                let e = expected_bytes(hf, a, si, info, ty, &ne_src, Some(t), &mut maps)?;
+                if stored == e {
+                    via = Some(t);
+                    break;
+                }
+            }
+        }
+        match via {
+            Some(t) => {
+                r.bit_identical += 1;
+                *r.via_intermediate.entry(t.to_string()).or_default() += 1;
+            }
+            None => blockers.push(bits_blocker(info, src, ty, &stored, &expected)),
         }
     }
     let present: std::collections::HashSet<&str> = infos.iter().map(|i| i.name.as_str()).collect();
@@ -440,7 +463,9 @@ fn matching_ne(
     Some(ne_src)
 }
 
-/// The bytes ggml's encoding of the reference's values of source `si` as `ty` should give.
+/// The bytes ggml's encoding of the reference's values of source `si` as `ty` should give;
+/// with `via`, of those values after ggml's round trip through that float type.
+#[allow(clippy::too_many_arguments)]
 fn expected_bytes(
     hf: &HfDir,
     a: arch::Arch,
@@ -448,9 +473,18 @@ fn expected_bytes(
     info: &CTensorInfo,
     ty: GgmlType,
     ne_src: &[i64],
+    via: Option<GgmlType>,
     maps: &mut BTreeMap<std::path::PathBuf, candle_core::safetensors::MmapedSafetensors>,
 ) -> Result<Vec<u8>> {
     let mut x = reference_values(hf, si, maps)?;
+    if let Some(t) = via {
+        let row = ne_src[0] as usize;
+        let bytes = llama_runtime::ggml_quantize(t.id(), &x, row)
+            .map_err(|e| anyhow::anyhow!("Gate 1: ggml cannot encode {} as {t}: {e}", info.name))?;
+        llama_runtime::ggml_to_float(t.id(), &bytes, &mut x).map_err(|e| {
+            anyhow::anyhow!("Gate 1: ggml cannot decode {} from {t}: {e}", info.name)
+        })?;
+    }
     if let Some(heads) = crate::convert::permute_heads(hf, a, &info.name) {
         // llama.cpp's Q/K row order (spec §4.3), applied to the reference's values.
         let rows = if ne_src.len() > 1 {

@@ -496,6 +496,11 @@ fn gate1(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result<Gate1> {
         &mut f.blockers,
         g1,
     )?;
+    for (t, n) in &g1.via_intermediate {
+        f.notes.push(format!(
+            "{n} block-quantized tensors are the encoding of the source rounded to {t} (a conversion to {t}, then quantize)"
+        ));
+    }
     Ok(out)
 }
 
@@ -698,7 +703,33 @@ fn gate2_vectors(
     f: &mut Findings,
 ) -> Result<Option<vectors::VectorReport>> {
     let model_type = s.hf.config["model_type"].as_str().unwrap_or("");
-    let reference = vectors::RefModel::load(&opts.hf_dir, model_type)?;
+    // Block-quantized (not MLX): llama.cpp on the F32 expansion against the reference on the
+    // same stored values, as for logits; the file as shipped against the source is a note.
+    let stored = match s.expansion() {
+        Some(p) if !reference::mlx::is_mlx_quantized(&s.hf.config) => Some(p),
+        _ => None,
+    };
+    if stored.is_some() {
+        let source_ref = vectors::RefModel::load(&opts.hf_dir, model_type)?;
+        if let Ok(q) = vectors::check(model, params, &source_ref, &s.tok.tokenizer, gated) {
+            f.notes.push(format!(
+                "quality against the source (vectors of the file as shipped vs the reference on the HF weights; reported, not judged): min cosine {:.6}, top-1 identical {}/{}",
+                q.min_cosine, q.top1_identical, q.queries
+            ));
+        }
+    }
+    let m32;
+    let (model, reference) = match stored {
+        Some(p) => {
+            m32 = llama_runtime::Model::load(p, false)?;
+            let tensors = stored::hf_tensors(&opts.gguf, &s.hf, s.arch)?;
+            (
+                &m32,
+                vectors::RefModel::from_stored(&opts.hf_dir, model_type, tensors)?,
+            )
+        }
+        None => (model, vectors::RefModel::load(&opts.hf_dir, model_type)?),
+    };
     let v = match vectors::check(model, params, &reference, &s.tok.tokenizer, gated) {
         Ok(v) => v,
         Err(e) if is_no_pooled_embedding(&e) => {

@@ -56,6 +56,24 @@ impl RefModel {
         })
     }
 
+    /// The reference for `dir`'s config and pooling, running the given f32 weights (HF names):
+    /// the values a quantized file stores ([`super::stored`]).
+    pub fn from_stored(
+        dir: &Path,
+        model_type: &str,
+        tensors: std::collections::HashMap<String, candle_core::Tensor>,
+    ) -> Result<RefModel> {
+        let pooling = Pooling::from_sentence_transformers(dir)?;
+        Ok(match (model_type, pooling) {
+            ("bert", p) => RefModel::Bert(
+                reference::bert::Bert::from_tensors(dir, tensors)?,
+                p.unwrap_or(Pooling::Cls),
+            ),
+            (_, Some(p)) => RefModel::Decoder(reference::decoder::Decoder::from_tensors(dir, tensors)?, p),
+            (t, None) => bail!("{}: {t} model without a sentence-transformers Pooling module is not an embedding model", dir.display()),
+        })
+    }
+
     /// The pooled embedding of `ids`.
     pub fn embed(&self, ids: &[u32]) -> Result<Vec<f32>> {
         Ok(match self {
