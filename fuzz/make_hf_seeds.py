@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Builds the base folder and seed corpora of the hf_safetensors and hf_config fuzz targets.
 
-Base folder `fuzz/work/tiny-bert/`: all-MiniLM-L6-v2's real tokenizer files, a config of the same shape as
+Base folder `fuzz/base/tiny-bert/`: all-MiniLM-L6-v2's real tokenizer files, a config of the same shape as
 the real one (hidden 8, 2 heads, 1 layer), and a model.safetensors written here with `struct`
 (independent of quantgate's and the safetensors crate's code). Small (0.5 MB), so one fuzz run
 is dominated by loading the tokenizer.
@@ -22,7 +22,7 @@ import sys
 here = os.path.dirname(os.path.abspath(__file__))
 repo = os.path.dirname(here)
 src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(repo, ".cache/hf/all-MiniLM-L6-v2")
-base = os.path.join(here, "work", "tiny-bert")
+base = os.path.join(here, "base", "tiny-bert")
 os.makedirs(base, exist_ok=True)
 N_VOCAB, H, FF, POS = 30522, 8, 16, 16
 

@@ -6,10 +6,10 @@ use std::sync::OnceLock;
 
 use quantgate::convert::{convert, ConvertOptions, OutType};
 
-/// The base folder: `$QG_FUZZ_BASE` or `work/tiny-bert`.
+/// The base folder: `$QG_FUZZ_BASE` or `base/tiny-bert`.
 fn base() -> PathBuf {
     std::env::var("QG_FUZZ_BASE")
-        .unwrap_or_else(|_| "work/tiny-bert".into())
+        .unwrap_or_else(|_| "base/tiny-bert".into())
         .into()
 }
 
@@ -23,7 +23,7 @@ pub fn base_data_section() -> &'static [u8] {
     })
 }
 
-/// The per-process work folder, copied once from `work/tiny-bert` (or `$QG_FUZZ_BASE`).
+/// The per-process work folder, copied once from `base/tiny-bert` (or `$QG_FUZZ_BASE`).
 fn work_dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {

@@ -24,6 +24,14 @@ extern "C" fn remove_tmp_and_exit(sig: libc::c_int) {
     }
 }
 
+/// `path` as a C string; a NUL byte in it is an `Eval` error of `call`.
+fn c_path(call: &'static str, what: &str, path: &Path) -> Result<CString, RuntimeError> {
+    CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| RuntimeError::Eval {
+        call,
+        detail: format!("NUL in {what} path"),
+    })
+}
+
 /// Quantizes `input` into `output` (overwritten; the caller's temp file) as llama.cpp ftype
 /// `ftype` (`LLAMA_FTYPE_*`, e.g. 15 = Q4_K_M) with `nthread` threads and no importance matrix.
 /// SIGINT/SIGTERM during the call (which llama.cpp cannot interrupt) remove `output` and exit
@@ -43,10 +51,8 @@ pub fn quantize_model(
         detail,
     };
     let mark = crate::log::mark();
-    let cin = CString::new(input.as_os_str().as_encoded_bytes())
-        .map_err(|_| fail("NUL in input path".into()))?;
-    let cout = CString::new(output.as_os_str().as_encoded_bytes())
-        .map_err(|_| fail("NUL in output path".into()))?;
+    let cin = c_path("llama_model_quantize", "input", input)?;
+    let cout = c_path("llama_model_quantize", "output", output)?;
     TMP_PATH.store(cout.as_ptr() as *mut libc::c_char, Ordering::SeqCst);
     let handler = remove_tmp_and_exit as extern "C" fn(libc::c_int) as libc::sighandler_t;
     // SAFETY: the handler only unlinks and exits; previous handlers are restored below.
@@ -110,8 +116,7 @@ pub fn quantize_plan(input: &Path, ftype: u32) -> Result<Vec<PlannedType>, Runti
         detail,
     };
     let mark = crate::log::mark();
-    let cin = CString::new(input.as_os_str().as_encoded_bytes())
-        .map_err(|_| fail("NUL in input path".into()))?;
+    let cin = c_path("llama_model_quantize (dry run)", "input", input)?;
     // The output path is never opened in a dry run.
     let cout = CString::new("/dev/null").expect("no NUL");
     let (rc, text) = crate::log::record(|| {

@@ -12,11 +12,10 @@ use quantgate::convert::OutType;
 use quantgate::selftest;
 use quantgate::verify::{BlockerCode, Verdict};
 
-/// SmolLM2 → F16 (convert) → Q4_K_M (quantize) in `dir`.
-fn smollm2_q4_k_m(dir: &Path) -> PathBuf {
-    let hf = hf("SmolLM2-135M-Instruct");
+/// `hf` → F16 (convert) → Q4_K_M (`quantgate quantize`) in `dir`.
+fn q4_k_m_of(hf: &Path, dir: &Path) -> PathBuf {
     let f16 = dir.join("f16.gguf");
-    convert_to(&hf, &f16, OutType::F16, false);
+    convert_to(hf, &f16, OutType::F16, false);
     let q = dir.join("q4_k_m.gguf");
     let out = qg()
         .args(["quantize", "--threads", "2"])
@@ -37,7 +36,7 @@ fn smollm2_q4_k_m(dir: &Path) -> PathBuf {
 fn q4_k_m_is_go_with_quality_reported_and_tampered_copies_are_no_go() {
     let tmp = tempfile::tempdir().unwrap();
     let hf = hf("SmolLM2-135M-Instruct");
-    let q = smollm2_q4_k_m(tmp.path());
+    let q = q4_k_m_of(&hf, tmp.path());
 
     let r = verify_with(&hf, &q, None);
     assert!(r.blockers.is_empty(), "{:?}", r.blockers);
@@ -132,21 +131,7 @@ fn minilm_q4_k_m_from_an_f16_conversion_of_an_f32_source_is_go() {
     // (min cosine 0.9695): a NO-GO for a correct file.
     let tmp = tempfile::tempdir().unwrap();
     let hf = hf("all-MiniLM-L6-v2");
-    let f16 = tmp.path().join("f16.gguf");
-    convert_to(&hf, &f16, OutType::F16, false);
-    let q = tmp.path().join("q4_k_m.gguf");
-    let out = qg()
-        .args(["quantize", "--threads", "2"])
-        .arg(&f16)
-        .arg(&q)
-        .arg("Q4_K_M")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let q = q4_k_m_of(&hf, tmp.path());
     let r = verify_with(&hf, &q, None);
     assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
     assert_eq!(r.gate1.bit_identical, 101);

@@ -33,8 +33,9 @@ fn bad(field: &str, what: String) -> RefError {
     RefError::Unsupported(format!("config.json: field {field}: {what}"))
 }
 
-/// `key` from the top level or, when absent there, `text_config` (nulls count as absent).
-fn field<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+/// `key` from the top level or, when absent there, `text_config` (nulls count as absent), as
+/// `PreTrainedConfig` merges a nested text config.
+pub fn field<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
     let top = v.get(key).filter(|x| !x.is_null());
     top.or_else(|| v.get("text_config")?.get(key).filter(|x| !x.is_null()))
 }

@@ -10,13 +10,8 @@
 use anyhow::Result;
 use gguf::keys::{arch_key, llm};
 use gguf::Value;
+use reference::hf_config::field;
 use serde_json::Value as Json;
-
-/// `key` at the top level of config.json or under `text_config`.
-fn field<'a>(config: &'a Json, key: &str) -> Option<&'a Json> {
-    let top = config.get(key).filter(|x| !x.is_null());
-    top.or_else(|| config.get("text_config")?.get(key).filter(|x| !x.is_null()))
-}
 
 /// The hyperparameter keys of architecture `arch` (GGUF name) that config.json implies.
 ///
