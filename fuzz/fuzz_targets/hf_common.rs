@@ -14,6 +14,8 @@ fn base() -> PathBuf {
 }
 
 /// The data section (everything after the header) of the base folder's model.safetensors.
+// Each target compiles this module; only hf_safetensors uses this function.
+#[allow(dead_code)]
 pub fn base_data_section() -> &'static [u8] {
     static DATA: OnceLock<Vec<u8>> = OnceLock::new();
     DATA.get_or_init(|| {
