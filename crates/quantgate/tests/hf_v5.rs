@@ -238,3 +238,97 @@ fn bert_and_qwen3_convert_alike_in_both_generations() {
     );
     assert_eq!(m4, m5);
 }
+
+/// Every HF folder the tests have, in both generations where built.
+fn all_folders() -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(fixtures_hf())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("config.json").exists())
+        .collect();
+    for name in [
+        "all-MiniLM-L6-v2",
+        "all-MiniLM-L6-v2-v5",
+        "SmolLM2-135M-Instruct-v5",
+        "Qwen2.5-0.5B-Instruct-v5",
+        "Qwen3-0.6B-v5",
+    ] {
+        v.push(hf(name));
+    }
+    v.sort();
+    v
+}
+
+/// The tokenizer keys verify derives through the `tokenizers` runtime, not `convert::vocab`.
+fn independent_tokenizer_keys(dir: &Path) -> BTreeMap<String, Value> {
+    use quantgate::verify::expected_vocab::tokenizer_keys;
+    let tj = dir.join("tokenizer.json");
+    // Qwen2.5's v4 folder ships vocab.json + merges.txt; the converter's loader builds the
+    // tokenizers instance the independent reading then runs.
+    let tok = if tj.exists() {
+        tokenizers::Tokenizer::from_file(&tj).unwrap()
+    } else {
+        let loaded = quantgate::convert::tokenizer::load(dir).unwrap();
+        loaded.tokenizer.inner().clone()
+    };
+    let read = |n: &str| {
+        let p = dir.join(n);
+        if p.exists() {
+            json(&p)
+        } else {
+            serde_json::Value::Null
+        }
+    };
+    let keys = tokenizer_keys(
+        dir,
+        &tok,
+        &read("tokenizer_config.json"),
+        &read("config.json"),
+    );
+    keys.unwrap().into_iter().collect()
+}
+
+#[test]
+fn verifys_own_tokenizer_keys_equal_the_conversions_on_every_fixture() {
+    let tmp = tempfile::tempdir().unwrap();
+    for dir in all_folders() {
+        let out = tmp.path().join("vocab.gguf");
+        convert_to(&dir, &out, OutType::F16, true);
+        let file = metadata(&out);
+        let ind = independent_tokenizer_keys(&dir);
+        for key in [
+            "tokenizer.ggml.model",
+            "tokenizer.ggml.tokens",
+            "tokenizer.ggml.token_type",
+        ] {
+            assert!(
+                ind.contains_key(key),
+                "{}: {key} not derived",
+                dir.display()
+            );
+        }
+        for (k, v) in &ind {
+            assert!(file.get(k) == Some(v), "{}: {k} differs", dir.display());
+        }
+    }
+}
+
+#[test]
+fn a_template_appended_eos_is_the_eos_and_the_configured_one_the_eot() {
+    // Qwen3-Embedding's post-processor appends <|endoftext|> (151643) while tokenizer_config
+    // names <|im_end|> (151645): gguf-py's rule. verify's first reading took the configured
+    // EOS and gave a NO-GO for a correct file.
+    let k = independent_tokenizer_keys(&fixtures_hf().join("Qwen3-Embedding-0.6B"));
+    assert_eq!(k["tokenizer.ggml.eos_token_id"], Value::U32(151643));
+    assert_eq!(k["tokenizer.ggml.eot_token_id"], Value::U32(151645));
+    // MiniLM (WordPiece): lowercasing normalizer, phantom-space tokens, [CLS]=101 as BOS.
+    let k = independent_tokenizer_keys(&hf("all-MiniLM-L6-v2-v5"));
+    assert_eq!(k["tokenizer.ggml.model"], Value::string("bert"));
+    assert_eq!(k["tokenizer.ggml.normalizer.lowercase"], Value::Bool(true));
+    assert_eq!(k["tokenizer.ggml.bos_token_id"], Value::U32(101));
+    let Value::Array(_, tokens) = &k["tokenizer.ggml.tokens"] else {
+        panic!("tokens is not an array")
+    };
+    assert_eq!(tokens[101], Value::string("[CLS]"));
+    assert_eq!(tokens[1996], Value::string("\u{2581}the"));
+}

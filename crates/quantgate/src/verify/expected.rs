@@ -81,20 +81,38 @@ pub fn merge(
         match expected.iter_mut().find(|(ek, _)| *ek == k) {
             Some((_, ev)) if *ev == v => {}
             Some((_, ev)) => {
+                let (a, b) = brief_pair(ev, &v);
                 notes.push(format!(
-                    "{k}: convert's reading of config.json gives {ev:?}, verify's own reading {v:?}; the file is compared with the latter"
+                    "{k}: convert's reading of the HF folder gives {a}, verify's own reading {b}; the file is compared with the latter"
                 ));
                 *ev = v;
             }
             None => {
+                let (_, b) = brief_pair(&v, &v);
                 notes.push(format!(
-                    "{k}: implied by config.json (verify's own reading: {v:?}) but not by convert's reading"
+                    "{k}: implied by the HF folder (verify's own reading: {b}) but not by convert's reading"
                 ));
                 expected.push((k, v));
             }
         }
     }
     notes
+}
+
+/// Two values for a note: as they are, or for arrays their length and first difference
+/// (a vocabulary would fill pages).
+fn brief_pair(a: &Value, b: &Value) -> (String, String) {
+    match (a, b) {
+        (Value::Array(_, x), Value::Array(_, y)) => {
+            let at = x.iter().zip(y).position(|(p, q)| p != q);
+            let show = |v: &[Value]| match at.and_then(|i| v.get(i)) {
+                Some(e) => format!("{} items, [{}] = {e:?}", v.len(), at.unwrap_or(0)),
+                None => format!("{} items", v.len()),
+            };
+            (show(x), show(y))
+        }
+        _ => (format!("{a:?}"), format!("{b:?}")),
+    }
 }
 
 #[cfg(test)]
@@ -129,5 +147,18 @@ mod tests {
         let notes = merge(&mut conv, hparams(&config, "llama").unwrap());
         assert_eq!(conv[0].1, Value::F32(100000.0));
         assert!(notes[0].contains("the file is compared with the latter"));
+    }
+
+    #[test]
+    fn array_notes_name_the_first_difference() {
+        let a = Value::Array(gguf::ValueType::I32, vec![Value::I32(1), Value::I32(3)]);
+        let b = Value::Array(gguf::ValueType::I32, vec![Value::I32(1), Value::I32(4)]);
+        assert_eq!(
+            brief_pair(&a, &b),
+            (
+                "2 items, [1] = I32(3)".to_string(),
+                "2 items, [1] = I32(4)".to_string()
+            )
+        );
     }
 }

@@ -12,6 +12,7 @@
 pub mod corpus;
 pub mod expand;
 pub mod expected;
+pub mod expected_vocab;
 pub mod file_type;
 pub mod gate1;
 pub mod gate1_affine;
@@ -406,13 +407,20 @@ fn check_order(s: &Sources, order: Order, f: &mut Findings) -> Result<()> {
 }
 
 /// The metadata the sources imply (as `convert` writes it, with [`expected_file_type`], merged
-/// with the hyperparameters [`expected`] derives without `convert`), less the keys that are
+/// with the hyperparameters [`expected`] and the tokenizer keys [`expected_vocab`] derive
+/// without `convert`), less the keys that are
 /// not model facts (`general.name`; `general.file_type` of a vocab-only
 /// file).
 fn expected_metadata(s: &Sources, ft: u32, f: &mut Findings) -> Result<Vec<(String, gguf::Value)>> {
     use gguf::keys::general;
     let mut expected = convert::metadata(&s.hf, s.arch, ft, s.pooling, &s.vocab)?;
-    let independent = expected::hparams(&s.hf.config, s.arch.gguf_name())?;
+    let mut independent = expected::hparams(&s.hf.config, s.arch.gguf_name())?;
+    independent.extend(expected_vocab::tokenizer_keys(
+        &s.hf.dir,
+        s.tok.tokenizer.inner(),
+        &s.hf.tokenizer_config,
+        &s.hf.config,
+    )?);
     f.notes.extend(expected::merge(&mut expected, independent));
     if s.vocab_only {
         // A vocab-only file's file_type is whatever the converter was asked; not implied.
