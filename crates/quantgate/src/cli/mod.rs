@@ -13,6 +13,7 @@ pub mod protocol;
 pub mod quantize;
 pub mod run;
 pub mod selftest;
+pub mod release;
 pub mod verify;
 
 pub use exit::Status;

@@ -367,12 +367,16 @@ pub fn markdown(an: &Analysis) -> String {
     s
 }
 
-/// Writes `analysis.json` and `analysis.md` into `dir` (atomically each).
+/// Writes `analysis.json`, `analysis.md` and `analysis.html` into `dir` (atomically each).
 pub fn write(dir: &Path, an: &Analysis) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
     crate::paths::write_atomic(
         &dir.join("analysis.json"),
         serde_json::to_string_pretty(an)?.as_bytes(),
     )?;
-    crate::paths::write_atomic(&dir.join("analysis.md"), markdown(an).as_bytes())
+    crate::paths::write_atomic(&dir.join("analysis.md"), markdown(an).as_bytes())?;
+    crate::paths::write_atomic(
+        &dir.join("analysis.html"),
+        crate::html::analysis_page(an)?.as_bytes(),
+    )
 }

@@ -35,6 +35,17 @@ pub struct LogitsReport {
     /// as a fraction, not %). Positions with a next token only.
     #[serde(default, deserialize_with = "crate::serde_nan::f64")]
     pub rms_dp: f64,
+    /// Lowest per-position cosine of each text, in corpus order.
+    #[serde(default, deserialize_with = "crate::serde_nan::vec_f64")]
+    pub per_text_min_cosine: Vec<f64>,
+    /// The per-position KLD at percentiles 0, 1, …, 100 (nearest rank), nats: the
+    /// distribution the HTML report plots.
+    #[serde(default, deserialize_with = "crate::serde_nan::vec_f64")]
+    pub kld_percentiles: Vec<f64>,
+    /// llama.cpp's argmax token at every compared position, in order: what Gate 3 re-measures
+    /// on the shipped bytes.
+    #[serde(default)]
+    pub llama_argmax: Vec<u32>,
     /// Where a NaN or infinite logit appeared (`llama.cpp logits of text N at position P`):
     /// each is a blocker. Absent from the JSON when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -72,6 +83,7 @@ pub fn check(
     let mut used = 0;
     let mut bad = Vec::new();
     let (mut klds, mut dp2, mut n_dp) = (Vec::new(), 0f64, 0usize);
+    let (mut per_text, mut llama_argmax) = (Vec::new(), Vec::new());
     for t in texts {
         let ids = hf.encode(t, true)?;
         if ids.len() < 2 || ids.len() > 512 {
@@ -81,6 +93,7 @@ pub fn check(
         let ids_i: Vec<i32> = ids.iter().map(|x| *x as i32).collect();
         let ll = ctx.logits_from(&ids_i, 0)?;
         let rl = reference.forward(&ids)?.logits.to_vec2::<f32>()?;
+        let mut text_min = f64::INFINITY;
         for pos in 1..ids.len() {
             let (a, b) = (&rl[pos], &ll[pos]);
             let what = format!("logits of text {} at position {pos}", used - 1);
@@ -91,6 +104,8 @@ pub fn check(
             }
             // f64::min would drop a NaN cosine; it must stay the minimum.
             let c = cosine(a, b);
+            text_min = if c.is_nan() { c } else { text_min.min(c) };
+            llama_argmax.push(argmax(b) as u32);
             if c.is_nan() || min_cos.is_nan() {
                 min_cos = f64::NAN;
             } else {
@@ -109,7 +124,12 @@ pub fn check(
             }
             n += 1;
         }
+        per_text.push(text_min);
     }
+    let p99_kld = percentile(&mut klds, 0.99);
+    let kld_percentiles = (0..=100)
+        .map(|q| percentile(&mut klds, q as f64 / 100.0))
+        .collect();
     Ok(LogitsReport {
         texts: used,
         positions: n,
@@ -117,8 +137,11 @@ pub fn check(
         top1_agreement: agree as f64 / n.max(1) as f64,
         mean_kld: kld_sum / n.max(1) as f64,
         max_kld,
-        p99_kld: percentile(&mut klds, 0.99),
+        p99_kld,
         rms_dp: (dp2 / n_dp.max(1) as f64).sqrt(),
+        per_text_min_cosine: per_text,
+        kld_percentiles,
+        llama_argmax,
         non_finite: bad,
     })
 }

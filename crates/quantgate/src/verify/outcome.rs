@@ -112,6 +112,15 @@ pub enum BlockerCode {
     ReleaseTop1,
     /// Gate 3: no Gate 2 measurement to compare with.
     ReleaseNoBaseline,
+    /// Gate 3 (release): a file differs from `SHA256SUMS`, is missing, or is not listed.
+    ReleaseSha256,
+    /// Gate 3 (release): a released GGUF is not the bytes `verify` judged.
+    ReleaseNotVerified,
+    /// Gate 3 (release): llama.cpp's outputs re-measured on the released copy differ from the
+    /// verified file's, or it cannot run the copy.
+    ReleaseRemeasure,
+    /// Gate 3 (release --check): the release report records a NO-GO of gates 1–2.
+    ReleaseGates12,
 }
 
 impl std::fmt::Display for BlockerCode {

@@ -1,4 +1,4 @@
-//! Renders a [`super::VerifyReport`] as `report.json` and `report.md`, written
+//! Renders a [`super::VerifyReport`] as `report.json`, `report.md` and `report.html`, written
 //! atomically (temp file + rename).
 
 use std::fmt::Write as _;
@@ -161,11 +161,15 @@ fn blockers_and_notes(s: &mut String, r: &VerifyReport) {
     }
 }
 
-/// Writes report.json and report.md into `dir`.
+/// Writes report.json, report.md and report.html into `dir`.
 pub fn write(dir: &Path, r: &VerifyReport) -> Result<()> {
     crate::paths::write_atomic(
         &dir.join("report.json"),
         serde_json::to_string_pretty(r)?.as_bytes(),
     )?;
-    crate::paths::write_atomic(&dir.join("report.md"), markdown(r).as_bytes())
+    crate::paths::write_atomic(&dir.join("report.md"), markdown(r).as_bytes())?;
+    crate::paths::write_atomic(
+        &dir.join("report.html"),
+        crate::html::verify_page(r)?.as_bytes(),
+    )
 }

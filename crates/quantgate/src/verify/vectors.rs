@@ -113,9 +113,13 @@ pub struct VectorReport {
     pub n_embd: usize,
     /// Pooling type llama.cpp used (llama_pooling_type).
     pub llama_pooling: i32,
-    /// Mean llama.cpp time per text, ms.
+    /// Mean llama.cpp time per text, ms (a timing: not part of a release's reproducible
+    /// report).
     #[serde(deserialize_with = "crate::serde_nan::f64")]
     pub llama_ms_per_text: f64,
+    /// Cosine per embedded text, in corpus order (texts, then queries, then documents).
+    #[serde(default, deserialize_with = "crate::serde_nan::vec_f64")]
+    pub per_text_cosine: Vec<f64>,
     /// Where a NaN or infinite value appeared (`llama.cpp embedding of "TEXT"`, `reference
     /// embedding of …`): each is a blocker. Absent from the JSON when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -156,12 +160,14 @@ pub fn check(
         .collect();
     let mut vecs = Vec::new();
     let mut bad = Vec::new();
+    let mut per_text = Vec::with_capacity(all.len());
     for t in &all {
         let (l, r, dt) = embed_both(t)?;
         let what = format!("embedding of {t:?}");
         bad.extend(non_finite("llama.cpp", &what, &l));
         bad.extend(non_finite("reference", &what, &r));
         let c = cosine(&l, &r);
+        per_text.push(c);
         // A NaN cosine is the minimum: it never passes a threshold.
         if !min.is_nan() && (c.is_nan() || c < min) {
             min = c;
@@ -198,6 +204,7 @@ pub fn check(
         llama_top1,
         n_embd: model.n_embd(),
         llama_pooling: ctx.pooling_type(),
+        per_text_cosine: per_text,
         llama_ms_per_text: ms / n as f64,
         non_finite: bad,
     })

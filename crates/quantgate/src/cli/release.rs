@@ -1,0 +1,103 @@
+//! `quantgate release --hf HF_DIR --gguf FILE [--gguf FILE …] -o RELEASE_DIR`: verify each file,
+//! assemble the release folder, Gate 3 on its bytes; `GO` or `NO-GO` for the package last.
+//! `quantgate release --check RELEASE_DIR`: Gate 3 again on a folder already built.
+
+use std::path::PathBuf;
+
+use quantgate::release::{self, Gate3, ReleaseOptions};
+use quantgate::verify::Verdict;
+
+use super::exit::Usage;
+use super::Status;
+
+/// Arguments of `release`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The HF source folder every GGUF was made from.
+    #[arg(long, required_unless_present = "check")]
+    hf: Option<PathBuf>,
+    /// A GGUF to ship (repeat for each file).
+    #[arg(long)]
+    gguf: Vec<PathBuf>,
+    /// The release folder to create (must not exist).
+    #[arg(short, long, required_unless_present = "check")]
+    out: Option<PathBuf>,
+    /// Protocol TOML: thresholds and quality budgets.
+    #[arg(long)]
+    protocol: Option<PathBuf>,
+    /// Text for each lossy file's PPL against the source (e.g. wiki.test.raw).
+    #[arg(long, value_name = "FILE")]
+    ppl_text: Option<PathBuf>,
+    /// The source's hub id for the card's base_model (e.g. HuggingFaceTB/SmolLM2-135M-Instruct).
+    #[arg(long)]
+    base_model: Option<String>,
+    /// Re-run Gate 3 on an existing release folder instead of building one.
+    #[arg(long, value_name = "RELEASE_DIR", conflicts_with_all = ["hf", "gguf", "out"])]
+    check: Option<PathBuf>,
+    /// llama.cpp threads (outputs are reproducible for one thread count).
+    #[arg(long, default_value_t = 2)]
+    threads: i32,
+}
+
+/// Builds (or checks) a release; exit 0 for GO, 1 for NO-GO.
+pub fn run(a: Args) -> anyhow::Result<Status> {
+    if let Some(dir) = a.check {
+        let (verdict, g3) = release::check(&dir, a.threads)?;
+        render_gate3(&g3);
+        println!("{verdict}");
+        return Ok(Status::from_pass(verdict == Verdict::Go));
+    }
+    let (Some(hf_dir), Some(out)) = (a.hf, a.out) else {
+        return Err(Usage("release needs --hf and -o (or --check DIR)".into()).into());
+    };
+    if a.gguf.is_empty() {
+        return Err(Usage("release needs at least one --gguf".into()).into());
+    }
+    let opts = ReleaseOptions {
+        hf_dir,
+        ggufs: a.gguf,
+        out,
+        protocol: a.protocol,
+        ppl_text: a.ppl_text,
+        base_model: a.base_model,
+        threads: a.threads,
+    };
+    let r = release::release(&opts, &mut |step| eprintln!("release: {step}"))?;
+    println!("runtime: {}", r.report.llama_cpp);
+    for f in &r.report.files {
+        println!(
+            "{}: {} · {} bytes · {:.2} bpw · gates 1–2 {}",
+            f.name, f.ftype, f.bytes, f.bits_per_weight, f.verify.verdict
+        );
+        if let Some(q) = &f.verify.quality {
+            println!(
+                "  quality vs source: mean KLD {:.6}, same top p {:.4}{}",
+                q.logits.mean_kld,
+                q.logits.top1_agreement,
+                q.ppl
+                    .as_ref()
+                    .map_or(String::new(), |p| format!(", PPL ratio {:.4}", p.ratio))
+            );
+        }
+    }
+    render_gate3(&r.gate3);
+    for b in &r.blockers {
+        println!("blocker: gate {} {} {}: {}", b.gate, b.code, b.subject, b.detail);
+    }
+    println!("release: {}", r.out.display());
+    println!("{}", r.verdict);
+    Ok(Status::from_pass(r.verdict == Verdict::Go))
+}
+
+fn render_gate3(g: &Gate3) {
+    println!("gate 3: SHA256SUMS {} files re-hashed", g.files_hashed);
+    for f in &g.files {
+        println!(
+            "  {}: same bytes as verified {}, {} outputs re-measured, identical {}",
+            f.name, f.same_bytes_as_verified, f.remeasured, f.identical
+        );
+    }
+    for b in &g.blockers {
+        println!("blocker: gate 3 {} {}: {}", b.code, b.subject, b.detail);
+    }
+}

@@ -1,0 +1,442 @@
+//! `quantgate release`: verify each GGUF against its HF source, assemble a release folder (the
+//! GGUFs, the source's license/config/tokenizer files, a model card, report.json/.md/.html and
+//! `SHA256SUMS`), then Gate 3 on the folder's own bytes. One verdict for the package.
+//!
+//! Everything `SHA256SUMS` covers is a function of the inputs: the same inputs give a
+//! byte-identical folder. What differs between runs (timestamps, timings, the folder's own
+//! path) goes only into [`RECEIPT`], which the manifest does not cover.
+//!
+//! Gate 3 ([`gate3`]): `SHA256SUMS` re-checked as `sha256sum -c` would; each released GGUF's
+//! sha256 equal to the bytes `verify` judged; and llama.cpp's outputs re-measured from the
+//! release folder's copy identical to those of the verified input ([`fingerprint`]).
+
+pub mod card;
+pub mod fingerprint;
+pub mod source;
+pub mod sums;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::verify::{self, Blocker, BlockerCode, Verdict, VerifyOptions, VerifyReport};
+use fingerprint::Fingerprint;
+
+/// The receipt of the run that built a release folder (not covered by `SHA256SUMS`).
+pub const RECEIPT: &str = "receipt.json";
+/// The machine-readable report of a release folder.
+pub const REPORT_JSON: &str = "report.json";
+
+/// What to release.
+#[derive(Clone, Debug)]
+pub struct ReleaseOptions {
+    /// The HF source folder every GGUF was made from.
+    pub hf_dir: PathBuf,
+    /// The GGUFs to ship (file names must differ).
+    pub ggufs: Vec<PathBuf>,
+    /// The release folder to create (must not exist).
+    pub out: PathBuf,
+    /// Protocol declaring thresholds and quality budgets.
+    pub protocol: Option<PathBuf>,
+    /// Text for the quality section's PPL (e.g. wiki.test.raw).
+    pub ppl_text: Option<PathBuf>,
+    /// The source's hub id for the card's `base_model` (e.g. `HuggingFaceTB/SmolLM2-135M-Instruct`).
+    pub base_model: Option<String>,
+    /// llama.cpp threads (fixed: llama.cpp's outputs are reproducible for one thread count).
+    pub threads: i32,
+}
+
+/// One shipped GGUF.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReleasedFile {
+    /// File name in the release folder.
+    pub name: String,
+    /// llama.cpp file type name from `general.file_type` (`Q4_K_M`, `F16`, …).
+    pub ftype: String,
+    /// File size, bytes.
+    pub bytes: u64,
+    /// Tensor data bits per weight: 8 × tensor bytes / elements, over every tensor.
+    pub bits_per_weight: f64,
+    /// sha256 of the bytes `verify` judged (and that ship).
+    pub sha256: String,
+    /// The gates 1–2 and quality result on those bytes (timings removed).
+    pub verify: VerifyReport,
+    /// llama.cpp's outputs on the verified file, which Gate 3 re-measures.
+    pub fingerprint: Fingerprint,
+}
+
+/// The release report (`report.json`): reproducible from the inputs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReleaseReport {
+    /// GO iff every file's verify is GO (Gate 3 is in the receipt and the command's verdict).
+    pub gates_1_2: Verdict,
+    /// quantgate version and the llama.cpp pin with its CPU backend.
+    pub quantgate: String,
+    pub llama_cpp: String,
+    /// llama.cpp threads of every measurement.
+    pub threads: i32,
+    /// The source folder's name, and its hub id if given.
+    pub source: String,
+    pub base_model: Option<String>,
+    /// The source card's front matter as carried.
+    pub card_meta: source::CardMeta,
+    /// Source files shipped, relative paths.
+    pub source_files: Vec<String>,
+    /// The shipped GGUFs, in the order given.
+    pub files: Vec<ReleasedFile>,
+    /// The command that reproduces the folder.
+    pub command: String,
+}
+
+/// Gate 3 on one released GGUF.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Gate3File {
+    pub name: String,
+    /// sha256 of the released copy.
+    pub sha256: String,
+    /// Whether it equals the sha256 of the verified input.
+    pub same_bytes_as_verified: bool,
+    /// Outputs re-measured and whether all are identical to the verified file's.
+    pub remeasured: usize,
+    pub identical: bool,
+}
+
+/// Gate 3 on a release folder.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Gate3 {
+    /// Files `SHA256SUMS` lists and were re-hashed.
+    pub files_hashed: usize,
+    pub files: Vec<Gate3File>,
+    pub blockers: Vec<Blocker>,
+}
+
+/// A release run: the report written into the folder, Gate 3 and the package verdict.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReleaseRun {
+    /// GO iff gates 1–2 are GO for every file and Gate 3 has no blocker.
+    pub verdict: Verdict,
+    /// Every blocker, the files' prefixed with the file name.
+    pub blockers: Vec<Blocker>,
+    pub report: ReleaseReport,
+    pub gate3: Gate3,
+    /// The folder written.
+    pub out: PathBuf,
+}
+
+/// Builds the release folder `opts.out` and runs Gate 3 on it; `on_step` hears each step.
+///
+/// Errors: `out` exists, no GGUF or two with one name, an input that cannot be read, verify
+/// failing to run (not a NO-GO), or a write failure. The folder is assembled beside `out` and
+/// renamed only when complete and hashed; on error nothing is left at `out`.
+pub fn release(opts: &ReleaseOptions, on_step: &mut dyn FnMut(&str)) -> Result<ReleaseRun> {
+    check_options(opts)?;
+    let parent = match opts.out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).with_context(|| format!("{}", parent.display()))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".quantgate-release-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("{}: cannot create a temp folder", parent.display()))?;
+    let mut files = Vec::new();
+    let mut timings = serde_json::Map::new();
+    for g in &opts.ggufs {
+        on_step(&format!("verify {}", g.display()));
+        let t0 = std::time::Instant::now();
+        let (file, ms) = verify_one(opts, g)?;
+        timings.insert(
+            file.name.clone(),
+            serde_json::json!({"verify_s": t0.elapsed().as_secs_f64(), "llama_ms_per_text": ms}),
+        );
+        files.push(file);
+    }
+    on_step("assemble");
+    let report = assemble(opts, staging.path(), files)?;
+    on_step("gate 3");
+    let gate3 = gate3(staging.path(), &report, opts.threads)?;
+    let mut blockers: Vec<Blocker> = report
+        .files
+        .iter()
+        .flat_map(|f| {
+            f.verify.blockers.iter().map(|b| Blocker {
+                subject: format!("{}: {}", f.name, b.subject),
+                ..b.clone()
+            })
+        })
+        .collect();
+    blockers.extend(gate3.blockers.iter().cloned());
+    let verdict = Verdict::from_blockers(&blockers);
+    let receipt = serde_json::json!({
+        "created_unix_s": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        "out": opts.out.display().to_string(),
+        "verdict": verdict,
+        "gate3": gate3,
+        "timings": timings,
+    });
+    write_file(
+        &staging.path().join(RECEIPT),
+        &serde_json::to_vec_pretty(&receipt)?,
+    )?;
+    let dir = staging.keep();
+    std::fs::rename(&dir, &opts.out).with_context(|| {
+        format!("{} → {}: cannot rename", dir.display(), opts.out.display())
+    })?;
+    Ok(ReleaseRun {
+        verdict,
+        blockers,
+        report,
+        gate3,
+        out: opts.out.clone(),
+    })
+}
+
+fn check_options(opts: &ReleaseOptions) -> Result<()> {
+    if opts.out.exists() {
+        bail!(
+            "{}: exists; a release is written to a new folder (nothing is overwritten)",
+            opts.out.display()
+        );
+    }
+    if opts.ggufs.is_empty() {
+        bail!("no --gguf given");
+    }
+    let mut names: Vec<String> = Vec::new();
+    for g in &opts.ggufs {
+        crate::paths::ensure_regular_file(g)?;
+        let n = file_name(g)?;
+        if names.contains(&n) {
+            bail!("{}: a second GGUF named {n}; names in a release must differ", g.display());
+        }
+        names.push(n);
+    }
+    Ok(())
+}
+
+fn file_name(p: &Path) -> Result<String> {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .map(String::from)
+        .with_context(|| format!("{}: no UTF-8 file name", p.display()))
+}
+
+/// Verifies one GGUF and measures its fingerprint; returns it with the timing removed from
+/// the report.
+fn verify_one(opts: &ReleaseOptions, g: &Path) -> Result<(ReleasedFile, f64)> {
+    let mut v = verify::verify(&VerifyOptions {
+        hf_dir: opts.hf_dir.clone(),
+        gguf: g.to_path_buf(),
+        texts: None,
+        protocol: opts.protocol.clone(),
+        release: None,
+        ppl_text: opts.ppl_text.clone(),
+        threads: opts.threads,
+    })?;
+    let ms = v
+        .gate2_vectors
+        .as_mut()
+        .map_or(0.0, |x| std::mem::take(&mut x.llama_ms_per_text));
+    let kind = if v.gate2_vectors.is_some() {
+        fingerprint::Kind::Top1
+    } else {
+        fingerprint::Kind::Argmax
+    };
+    let fp = fingerprint::measure(g, kind, opts.threads)?;
+    let gg = gguf::Gguf::open(g).with_context(|| format!("{}", g.display()))?;
+    let ftype = match gg.header.get(gguf::keys::general::FILE_TYPE) {
+        Some(gguf::Value::U32(id)) => gguf::LlamaFtype::by_id(*id)
+            .map_or_else(|| format!("file type {id}"), |f| f.name.to_string()),
+        _ => "unknown".into(),
+    };
+    let (bytes, elems) = gg
+        .header
+        .tensors
+        .iter()
+        .fold((0u64, 0u64), |a, t| (a.0 + t.n_bytes, a.1 + t.n_elements()));
+    let file = ReleasedFile {
+        name: file_name(g)?,
+        ftype,
+        bytes: std::fs::metadata(g)?.len(),
+        bits_per_weight: 8.0 * bytes as f64 / elems.max(1) as f64,
+        sha256: v.inputs[0].sha256.clone(),
+        verify: v,
+        fingerprint: fp,
+    };
+    Ok((file, ms))
+}
+
+/// Copies the GGUFs and source files into `dir`, writes the card and reports, then
+/// `SHA256SUMS`.
+fn assemble(opts: &ReleaseOptions, dir: &Path, files: Vec<ReleasedFile>) -> Result<ReleaseReport> {
+    for (g, f) in opts.ggufs.iter().zip(&files) {
+        copy(g, &dir.join(&f.name))?;
+    }
+    let source_files = source::files_to_copy(&opts.hf_dir)?;
+    for rel in &source_files {
+        copy(&opts.hf_dir.join(rel), &dir.join(rel))?;
+    }
+    let report = ReleaseReport {
+        gates_1_2: if files.iter().all(|f| f.verify.verdict == Verdict::Go) {
+            Verdict::Go
+        } else {
+            Verdict::NoGo
+        },
+        quantgate: env!("CARGO_PKG_VERSION").into(),
+        llama_cpp: llama_runtime::build_info().to_string(),
+        threads: opts.threads,
+        source: opts
+            .hf_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        base_model: opts.base_model.clone(),
+        card_meta: source::card_meta(&opts.hf_dir)?,
+        source_files,
+        command: command_line(opts),
+        files,
+    };
+    write_file(&dir.join(REPORT_JSON), &serde_json::to_vec_pretty(&report)?)?;
+    write_file(&dir.join("report.md"), card::report_markdown(&report).as_bytes())?;
+    write_file(&dir.join("report.html"), crate::html::release_page(&report)?.as_bytes())?;
+    write_file(&dir.join("README.md"), card::model_card(&report).as_bytes())?;
+    sums::write(dir)?;
+    Ok(report)
+}
+
+/// The `quantgate release` command line that reproduces the folder (paths as given).
+fn command_line(opts: &ReleaseOptions) -> String {
+    let mut c = format!("quantgate release --hf {}", opts.hf_dir.display());
+    for g in &opts.ggufs {
+        c.push_str(&format!(" --gguf {}", g.display()));
+    }
+    c.push_str(" -o RELEASE_DIR");
+    if let Some(p) = &opts.protocol {
+        c.push_str(&format!(" --protocol {}", p.display()));
+    }
+    if let Some(p) = &opts.ppl_text {
+        c.push_str(&format!(" --ppl-text {}", p.display()));
+    }
+    if let Some(b) = &opts.base_model {
+        c.push_str(&format!(" --base-model {b}"));
+    }
+    c.push_str(&format!(" --threads {}", opts.threads));
+    c
+}
+
+fn copy(from: &Path, to: &Path) -> Result<()> {
+    if let Some(p) = to.parent() {
+        std::fs::create_dir_all(p).with_context(|| format!("{}", p.display()))?;
+    }
+    std::fs::copy(from, to)
+        .with_context(|| format!("{} → {}: cannot copy", from.display(), to.display()))?;
+    Ok(())
+}
+
+fn write_file(p: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(p, bytes).with_context(|| format!("{}: cannot write", p.display()))
+}
+
+/// Gate 3 on the release folder `dir` against `report`: `SHA256SUMS`, the verified bytes, and
+/// the re-measured outputs.
+///
+/// Errors: a file that exists but cannot be read; llama.cpp failing to run a file it loaded.
+pub fn gate3(dir: &Path, report: &ReleaseReport, threads: i32) -> Result<Gate3> {
+    let mut blockers = Vec::new();
+    let (files_hashed, problems) = sums::check(dir)?;
+    for p in &problems {
+        blockers.push(Blocker::new(
+            3,
+            BlockerCode::ReleaseSha256,
+            p.file(),
+            p.to_string(),
+        ));
+    }
+    let mut files = Vec::new();
+    for f in &report.files {
+        let path = dir.join(&f.name);
+        if !path.is_file() {
+            blockers.push(Blocker::new(
+                3,
+                BlockerCode::ReleaseFiles,
+                &f.name,
+                "absent from the release folder".into(),
+            ));
+            continue;
+        }
+        let sha256 = crate::hash::sha256_file(&path)?;
+        let same = sha256 == f.sha256;
+        if !same {
+            blockers.push(Blocker::new(
+                3,
+                BlockerCode::ReleaseNotVerified,
+                &f.name,
+                format!("sha256 {sha256}; the verified file's was {}", f.sha256),
+            ));
+        }
+        let (remeasured, identical) = remeasure(&path, f, threads, &mut blockers)?;
+        files.push(Gate3File {
+            name: f.name.clone(),
+            sha256,
+            same_bytes_as_verified: same,
+            remeasured,
+            identical,
+        });
+    }
+    Ok(Gate3 {
+        files_hashed,
+        files,
+        blockers,
+    })
+}
+
+/// Re-measures one released GGUF; a blocker when llama.cpp refuses it or its outputs differ.
+fn remeasure(
+    path: &Path,
+    f: &ReleasedFile,
+    threads: i32,
+    blockers: &mut Vec<Blocker>,
+) -> Result<(usize, bool)> {
+    let again = match fingerprint::measure(path, f.fingerprint.kind, threads) {
+        Ok(x) => x,
+        Err(e) => {
+            blockers.push(Blocker::new(
+                3,
+                BlockerCode::ReleaseRemeasure,
+                &f.name,
+                format!("llama.cpp cannot run the released file: {e:#}"),
+            ));
+            return Ok((0, false));
+        }
+    };
+    let diff = fingerprint::first_difference(&f.fingerprint, &again);
+    if let Some(i) = diff {
+        blockers.push(Blocker::new(
+            3,
+            BlockerCode::ReleaseRemeasure,
+            &f.name,
+            format!(
+                "re-measured {:?} differs from the verified file's at output {i} of {}",
+                f.fingerprint.kind,
+                f.fingerprint.values.len()
+            ),
+        ));
+    }
+    Ok((again.values.len(), diff.is_none()))
+}
+
+/// `release --check DIR`: Gate 3 on an existing release folder, against its own report.json.
+///
+/// Errors: report.json missing or not a release report (naming the file).
+pub fn check(dir: &Path, threads: i32) -> Result<(Verdict, Gate3)> {
+    let p = dir.join(REPORT_JSON);
+    let text = std::fs::read_to_string(&p).with_context(|| format!("{}", p.display()))?;
+    let report: ReleaseReport = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a quantgate release report", p.display()))?;
+    let g3 = gate3(dir, &report, threads)?;
+    let ok = g3.blockers.is_empty() && report.gates_1_2 == Verdict::Go;
+    Ok((if ok { Verdict::Go } else { Verdict::NoGo }, g3))
+}
