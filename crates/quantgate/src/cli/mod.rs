@@ -11,9 +11,9 @@ pub mod inspect;
 pub mod progress;
 pub mod protocol;
 pub mod quantize;
+pub mod release;
 pub mod run;
 pub mod selftest;
-pub mod release;
 pub mod verify;
 
 pub use exit::Status;

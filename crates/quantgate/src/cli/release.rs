@@ -82,7 +82,10 @@ pub fn run(a: Args) -> anyhow::Result<Status> {
     }
     render_gate3(&r.gate3);
     for b in &r.blockers {
-        println!("blocker: gate {} {} {}: {}", b.gate, b.code, b.subject, b.detail);
+        println!(
+            "blocker: gate {} {} {}: {}",
+            b.gate, b.code, b.subject, b.detail
+        );
     }
     println!("release: {}", r.out.display());
     println!("{}", r.verdict);

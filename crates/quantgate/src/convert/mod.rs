@@ -3,6 +3,7 @@
 //! time. Data flows one way: read (hf) → plan (arch table) → write (gguf writer).
 
 pub mod arch;
+pub mod card;
 pub mod chat_template;
 pub mod consistency;
 pub mod fields;
@@ -369,14 +370,18 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         .map(|p| p.by_weight.values().map(|(_, t, _)| *t).collect())
         .unwrap_or_default();
     let ft = file_type(outtype, &quantized);
-    for (k, v) in metadata(&hf, arch, ft, pooling, &vocab)? {
-        w.add_kv(k, v);
-    }
     let planned = if opts.vocab_only {
         Vec::new()
     } else {
         plan(&hf, arch, outtype, mlx_plan.as_ref())?
     };
+    let total_params: u64 = planned
+        .iter()
+        .map(|(_, t)| t.ne.iter().product::<u64>())
+        .sum();
+    for (k, v) in metadata(&hf, arch, ft, pooling, &vocab, total_params)? {
+        w.add_kv(k, v);
+    }
     consistency::check(&hf, arch, &planned)?;
     if opts.allow_nonfinite {
         let found = nonfinite_sources(&hf, &planned)?;
@@ -679,17 +684,20 @@ pub fn file_type(outtype: OutType, quantized: &[GgmlType]) -> u32 {
     mlx::file_type(quantized).unwrap_or_else(|| outtype.file_type())
 }
 
-/// The GGUF metadata in convert_hf_to_gguf.py's order: general, hyperparameters ending with
-/// `general.file_type` (`file_type`, see [`file_type`]), arch extras, quantization version,
-/// tokenizer.
+/// The GGUF metadata in convert_hf_to_gguf.py's order: general (sampling, then the
+/// provenance keys of [`card::general_keys`] for a file of `total_params` weights),
+/// hyperparameters ending with `general.file_type` (`file_type`, see [`file_type`]), arch
+/// extras, quantization version, tokenizer.
 ///
-/// Errors: RoPE settings that cannot be read or mapped ([`rope::read`]).
+/// Errors: RoPE settings that cannot be read or mapped ([`rope::read`]); a model card whose
+/// front matter is not YAML.
 pub fn metadata(
     hf: &HfDir,
     arch: Arch,
     file_type: u32,
     pooling: Option<Pooling>,
     vocab: &vocab::Vocab,
+    total_params: u64,
 ) -> Result<Vec<(String, Value)>> {
     use gguf::keys::{arch_key, general, llm};
     let a = arch.gguf_name();
@@ -697,15 +705,10 @@ pub fn metadata(
     let mut put = |k: &str, v: Value| kv.push((arch_key(k, a), v));
     put(general::ARCHITECTURE, Value::string(a));
     put(general::TYPE, Value::string("model"));
-    let name = hf
-        .dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    if !name.is_empty() {
-        put(general::NAME, Value::string(name));
-    }
     for (k, v) in generation::sampling(&hf.dir)? {
+        put(&k, v);
+    }
+    for (k, v) in card::general_keys(&hf.dir, &hf.config, total_params)? {
         put(&k, v);
     }
     let u32_of = |k: &str| hf.config_u64(k).map(|v| Value::U32(v as u32));

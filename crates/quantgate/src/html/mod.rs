@@ -58,11 +58,19 @@ fn indexed(v: &[f64]) -> Vec<(f64, f64)> {
     v.iter().enumerate().map(|(i, y)| (i as f64, *y)).collect()
 }
 
-/// The per-position KLD distribution: KLD at each percentile.
+/// Floor of the log-scale KLD axis, nats (a lossless file's KLDs sit at rounding noise).
+const KLD_FLOOR: f64 = 1e-9;
+
+/// The per-position KLD distribution: log10 KLD at each percentile.
 fn kld_series(label: &str, l: &LogitsReport) -> Series {
+    let log: Vec<f64> = l
+        .kld_percentiles
+        .iter()
+        .map(|k| k.max(KLD_FLOOR).log10())
+        .collect();
     Series {
         label: label.into(),
-        points: indexed(&l.kld_percentiles),
+        points: indexed(&log),
         style: Style::Line,
         point_labels: Vec::new(),
     }
@@ -82,7 +90,11 @@ fn verify_charts(r: &VerifyReport) -> Result<String> {
                 style: Style::Points,
                 point_labels: Vec::new(),
             }],
-            hline: Some((r.thresholds.min_cosine, format!("threshold {}", r.thresholds.min_cosine))),
+            hline: Some((
+                r.thresholds.min_cosine,
+                format!("threshold {}", r.thresholds.min_cosine),
+            )),
+            x_labels: None,
         })?;
     }
     if let Some(l) = &r.gate2_logits {
@@ -100,6 +112,7 @@ fn verify_charts(r: &VerifyReport) -> Result<String> {
                 r.thresholds.min_logits_cosine,
                 format!("threshold {}", r.thresholds.min_logits_cosine),
             )),
+            x_labels: None,
         })?;
         let mut series = vec![kld_series("judged (Gate 2)", l)];
         if let Some(q) = &r.quality {
@@ -110,7 +123,11 @@ fn verify_charts(r: &VerifyReport) -> Result<String> {
             x_desc: "percentile of positions".into(),
             y_desc: "KLD (nats)".into(),
             series,
-            hline: Some((r.thresholds.max_mean_kld, format!("mean KLD threshold {}", r.thresholds.max_mean_kld))),
+            hline: Some((
+                r.thresholds.max_mean_kld,
+                format!("mean KLD threshold {}", r.thresholds.max_mean_kld),
+            )),
+            x_labels: None,
         })?;
     }
     Ok(out)
@@ -193,11 +210,11 @@ pub fn verify_page(r: &VerifyReport) -> Result<String> {
 fn release_charts(r: &ReleaseReport) -> Result<String> {
     let mb = |b: u64| b as f64 / 1e6;
     let kld = |f: &crate::release::ReleasedFile| {
-        f.verify
-            .quality
+        f.verify.quality.as_ref().map(|q| q.logits.mean_kld).or(f
+            .verify
+            .gate2_logits
             .as_ref()
-            .map(|q| q.logits.mean_kld)
-            .or(f.verify.gate2_logits.as_ref().map(|l| l.mean_kld))
+            .map(|l| l.mean_kld))
     };
     let (pts, names): (Vec<(f64, f64)>, Vec<String>) = r
         .files
@@ -217,6 +234,7 @@ fn release_charts(r: &ReleaseReport) -> Result<String> {
                 point_labels: names,
             }],
             hline: None,
+            x_labels: None,
         })?;
     }
     let (ppl, ppl_names): (Vec<(f64, f64)>, Vec<String>) = r
@@ -239,6 +257,7 @@ fn release_charts(r: &ReleaseReport) -> Result<String> {
                 point_labels: ppl_names,
             }],
             hline: None,
+            x_labels: None,
         })?;
     }
     Ok(out)
@@ -301,7 +320,7 @@ pub fn analysis_page(a: &Analysis) -> Result<String> {
         })
         .collect();
     let mut body = format!(
-        "<h1>quantgate analyze: {:?}</h1>\n<p>protocol {} · {}</p>\n",
+        "<h1>quantgate analyze: {}</h1>\n<p>protocol {} · {}</p>\n",
         a.decision,
         escape(&a.protocol_id),
         escape(&a.decision_rule)
@@ -317,6 +336,7 @@ pub fn analysis_page(a: &Analysis) -> Result<String> {
             point_labels: (0..judged.len()).map(|i| i.to_string()).collect(),
         }],
         hline: Some((1.0, "tolerance".into())),
+        x_labels: Some(judged.len()),
     })?;
     body.push_str("<table><tr><th>#</th><th>model</th><th>quantity</th><th>run 1</th><th>run 2</th><th>deviation</th><th>tolerance</th><th>verdict</th></tr>\n");
     let opt = |x: Option<f64>| x.map_or("—".to_string(), |v| format!("{v:.6}"));
@@ -343,6 +363,9 @@ mod tests {
 
     #[test]
     fn text_is_escaped() {
-        assert_eq!(escape("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+        assert_eq!(
+            escape("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
     }
 }

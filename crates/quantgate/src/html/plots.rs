@@ -31,6 +31,8 @@ pub struct Chart {
     pub y_desc: String,
     pub series: Vec<Series>,
     pub hline: Option<(f64, String)>,
+    /// How many x labels to draw (`None`: plotters' default); an index axis sets its count.
+    pub x_labels: Option<usize>,
 }
 
 const PALETTE: [RGBColor; 5] = [
@@ -70,7 +72,9 @@ pub fn svg(c: &Chart, w: u32, h: u32) -> Result<String> {
     let fold = |f: fn(&(f64, f64)) -> f64| {
         all.iter()
             .map(f)
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |a, v| (a.0.min(v), a.1.max(v)))
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |a, v| {
+                (a.0.min(v), a.1.max(v))
+            })
     };
     let (x0, x1) = fold(|p| p.0);
     let (mut y0, mut y1) = fold(|p| p.1);
@@ -95,9 +99,11 @@ pub fn svg(c: &Chart, w: u32, h: u32) -> Result<String> {
             .y_label_area_size(64)
             .build_cartesian_2d(padded(x0, x1), padded(y0, y1))
             .map_err(|x| e(&x))?;
-        chart
-            .configure_mesh()
-            .x_desc(c.x_desc.as_str())
+        let mut mesh = chart.configure_mesh();
+        if let Some(n) = c.x_labels {
+            mesh.x_labels(n.clamp(2, 30));
+        }
+        mesh.x_desc(c.x_desc.as_str())
             .y_desc(c.y_desc.as_str())
             .draw()
             .map_err(|x| e(&x))?;
@@ -124,7 +130,9 @@ pub fn svg(c: &Chart, w: u32, h: u32) -> Result<String> {
             drawn
                 .map_err(|x| e(&x))?
                 .label(s.label.as_str())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 12, y + 4)], color.filled()));
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 4), (x + 12, y + 4)], color.filled())
+                });
         }
         if let Some((t, label)) = &c.hline {
             let (a, b) = (padded(x0, x1).start, padded(x0, x1).end);
@@ -162,6 +170,7 @@ mod tests {
                 point_labels: vec!["first".into(), "second".into(), "third".into()],
             }],
             hline: Some((0.99, "threshold 0.99".into())),
+            x_labels: Some(3),
         };
         let s = svg(&c, 640, 320).unwrap();
         assert!(s.starts_with("<svg"), "{}", &s[..40]);

@@ -32,8 +32,15 @@ fn is_causal(r: &ReleaseReport) -> bool {
 fn front_matter(r: &ReleaseReport) -> String {
     let m = &r.card_meta;
     let mut s = String::from("---\n");
-    let _ = writeln!(s, "license: {}", y(m.license.as_deref().unwrap_or("unknown")));
-    for (k, v) in [("license_name", &m.license_name), ("license_link", &m.license_link)] {
+    let _ = writeln!(
+        s,
+        "license: {}",
+        y(m.license.as_deref().unwrap_or("unknown"))
+    );
+    for (k, v) in [
+        ("license_name", &m.license_name),
+        ("license_link", &m.license_link),
+    ] {
         if let Some(v) = v {
             let _ = writeln!(s, "{k}: {}", y(v));
         }
@@ -53,7 +60,13 @@ fn front_matter(r: &ReleaseReport) -> String {
     let _ = writeln!(s, "pipeline_tag: {}", y(&pipeline));
     y_list(&mut s, "language", &m.language);
     let mut tags = vec!["gguf".to_string(), "llama.cpp".into(), "quantgate".into()];
-    tags.extend(m.tags.iter().filter(|t| !tags.contains(t)).cloned().collect::<Vec<_>>());
+    tags.extend(
+        m.tags
+            .iter()
+            .filter(|t| !tags.contains(t))
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
     y_list(&mut s, "tags", &tags);
     y_list(&mut s, "datasets", &m.datasets);
     s.push_str("---\n");
@@ -87,7 +100,12 @@ fn gates(s: &mut String, f: &ReleasedFile) {
         let modes: Vec<String> = t
             .matching_modes
             .iter()
-            .map(|m| format!("add_special={} parse_special={}", m.add_special, m.parse_special))
+            .map(|m| {
+                format!(
+                    "add_special={} parse_special={}",
+                    m.add_special, m.parse_special
+                )
+            })
             .collect();
         let _ = writeln!(
             s,
@@ -111,7 +129,11 @@ fn gates(s: &mut String, f: &ReleasedFile) {
         );
     }
     for b in &v.blockers {
-        let _ = writeln!(s, "- **blocker** gate {} `{}` {}: {}", b.gate, b.code, b.subject, b.detail);
+        let _ = writeln!(
+            s,
+            "- **blocker** gate {} `{}` {}: {}",
+            b.gate, b.code, b.subject, b.detail
+        );
     }
     quality(s, f);
     s.push('\n');
@@ -120,10 +142,17 @@ fn gates(s: &mut String, f: &ReleasedFile) {
 fn quality(s: &mut String, f: &ReleasedFile) {
     let Some(q) = &f.verify.quality else {
         // Embedding models: verify reports the as-shipped vectors against the source as a note.
-        let note = f.verify.notes.iter().find(|n| n.starts_with("quality against the source"));
+        let note = f
+            .verify
+            .notes
+            .iter()
+            .find(|n| n.starts_with("quality against the source"));
         let _ = match note {
             Some(n) => writeln!(s, "- Q{}.", &n[1..]),
-            None => writeln!(s, "- Quality against the source: not applicable (no lossy tensors)."),
+            None => writeln!(
+                s,
+                "- Quality against the source: not applicable (no lossy tensors)."
+            ),
         };
         return;
     };
@@ -170,7 +199,8 @@ fn limitations(s: &mut String, r: &ReleaseReport) {
             }
         }
         for n in &f.verify.notes {
-            let tokenizer_note = n.contains("llama.cpp's WordPiece") || n.contains("llama.cpp strips");
+            let tokenizer_note =
+                n.contains("llama.cpp's WordPiece") || n.contains("llama.cpp strips");
             if tokenizer_note && !seen.contains(&n) {
                 seen.push(n);
             }
@@ -200,7 +230,10 @@ fn not_verified(s: &mut String, r: &ReleaseReport) {
     for i in items {
         let _ = writeln!(s, "- {i}");
     }
-    if r.files.iter().any(|f| f.verify.quality.as_ref().is_some_and(|q| q.ppl.is_none())) {
+    if r.files
+        .iter()
+        .any(|f| f.verify.quality.as_ref().is_some_and(|q| q.ppl.is_none()))
+    {
         let _ = writeln!(s, "- PPL of the lossy files: no PPL text was given.");
     }
     s.push('\n');
@@ -208,7 +241,11 @@ fn not_verified(s: &mut String, r: &ReleaseReport) {
 
 fn reproduce(s: &mut String, r: &ReleaseReport) {
     let _ = writeln!(s, "## Reproduce\n");
-    let _ = writeln!(s, "- quantgate {} · llama.cpp {} · {} threads", r.quantgate, r.llama_cpp, r.threads);
+    let _ = writeln!(
+        s,
+        "- quantgate {} · llama.cpp {} · {} threads",
+        r.quantgate, r.llama_cpp, r.threads
+    );
     let _ = writeln!(s, "- `{}`", r.command);
     let _ = writeln!(s, "- Check this folder: `sha256sum -c SHA256SUMS`, then `quantgate release --check .` (Gate 3: hashes and llama.cpp re-measured on these bytes).");
     let _ = writeln!(s, "- `receipt.json` (not covered by SHA256SUMS) holds when this folder was built, the timings and its Gate 3 result.\n");
@@ -225,7 +262,10 @@ pub fn model_card(r: &ReleaseReport) -> String {
         r.gates_1_2
     );
     if r.gates_1_2 != Verdict::Go {
-        let _ = writeln!(s, "**Do not publish: a file is NO-GO (see its blockers below).**\n");
+        let _ = writeln!(
+            s,
+            "**Do not publish: a file is NO-GO (see its blockers below).**\n"
+        );
     }
     let _ = writeln!(s, "## Files\n");
     files_table(&mut s, r);
@@ -242,7 +282,11 @@ pub fn model_card(r: &ReleaseReport) -> String {
 /// `report.md`: the files table and each file's gates, without the card's front matter.
 pub fn report_markdown(r: &ReleaseReport) -> String {
     let mut s = format!("# quantgate release: {}\n\n", r.source);
-    let _ = writeln!(s, "- gates 1–2: {}\n- quantgate {} · llama.cpp {}\n", r.gates_1_2, r.quantgate, r.llama_cpp);
+    let _ = writeln!(
+        s,
+        "- gates 1–2: {}\n- quantgate {} · llama.cpp {}\n",
+        r.gates_1_2, r.quantgate, r.llama_cpp
+    );
     files_table(&mut s, r);
     s.push('\n');
     for f in &r.files {

@@ -61,7 +61,10 @@ fn argmax(model: &Model, threads: i32) -> Result<Vec<u32>> {
             let best = row
                 .iter()
                 .enumerate()
-                .fold((0, f32::NEG_INFINITY), |b, (i, v)| if *v > b.1 { (i, *v) } else { b });
+                .fold(
+                    (0, f32::NEG_INFINITY),
+                    |b, (i, v)| if *v > b.1 { (i, *v) } else { b },
+                );
             out.push(best.0 as u32);
         }
     }

@@ -183,9 +183,8 @@ pub fn release(opts: &ReleaseOptions, on_step: &mut dyn FnMut(&str)) -> Result<R
         &serde_json::to_vec_pretty(&receipt)?,
     )?;
     let dir = staging.keep();
-    std::fs::rename(&dir, &opts.out).with_context(|| {
-        format!("{} → {}: cannot rename", dir.display(), opts.out.display())
-    })?;
+    std::fs::rename(&dir, &opts.out)
+        .with_context(|| format!("{} → {}: cannot rename", dir.display(), opts.out.display()))?;
     Ok(ReleaseRun {
         verdict,
         blockers,
@@ -210,7 +209,10 @@ fn check_options(opts: &ReleaseOptions) -> Result<()> {
         crate::paths::ensure_regular_file(g)?;
         let n = file_name(g)?;
         if names.contains(&n) {
-            bail!("{}: a second GGUF named {n}; names in a release must differ", g.display());
+            bail!(
+                "{}: a second GGUF named {n}; names in a release must differ",
+                g.display()
+            );
         }
         names.push(n);
     }
@@ -300,8 +302,14 @@ fn assemble(opts: &ReleaseOptions, dir: &Path, files: Vec<ReleasedFile>) -> Resu
         files,
     };
     write_file(&dir.join(REPORT_JSON), &serde_json::to_vec_pretty(&report)?)?;
-    write_file(&dir.join("report.md"), card::report_markdown(&report).as_bytes())?;
-    write_file(&dir.join("report.html"), crate::html::release_page(&report)?.as_bytes())?;
+    write_file(
+        &dir.join("report.md"),
+        card::report_markdown(&report).as_bytes(),
+    )?;
+    write_file(
+        &dir.join("report.html"),
+        crate::html::release_page(&report)?.as_bytes(),
+    )?;
     write_file(&dir.join("README.md"), card::model_card(&report).as_bytes())?;
     sums::write(dir)?;
     Ok(report)

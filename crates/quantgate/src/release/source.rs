@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use yaml_rust2::{Yaml, YamlLoader};
+use yaml_rust2::Yaml;
 
 /// Files copied from the source when present, relative to the folder. License files are
 /// matched separately ([`is_license_file`]).
@@ -77,27 +77,20 @@ pub struct CardMeta {
     pub pipeline_tag: Option<String>,
 }
 
-/// Reads the front matter of `dir/README.md`: the YAML between a first line `---` and the
-/// next `---`. No card or no front matter gives the default (every field absent).
+/// Reads the front matter of `dir/README.md` ([`crate::convert::card::load`]). No card or no
+/// front matter gives the default (every field absent).
 ///
 /// Errors: README.md exists but cannot be read, or its front matter is not YAML (naming the
 /// file).
 pub fn card_meta(dir: &Path) -> Result<CardMeta> {
-    let p = dir.join("README.md");
-    if !p.is_file() {
-        return Ok(CardMeta::default());
-    }
-    let text = std::fs::read_to_string(&p).with_context(|| format!("{}", p.display()))?;
-    let Some(front) = front_matter(&text) else {
-        return Ok(CardMeta::default());
-    };
-    let docs = YamlLoader::load_from_str(front)
-        .with_context(|| format!("{}: front matter is not YAML", p.display()))?;
-    let y = docs.into_iter().next().unwrap_or(Yaml::Null);
+    let y = crate::convert::card::load(dir)?;
     let s = |k: &str| y[k].as_str().map(String::from);
     let list = |k: &str| match &y[k] {
         Yaml::String(s) => vec![s.clone()],
-        Yaml::Array(a) => a.iter().filter_map(|v| v.as_str().map(String::from)).collect(),
+        Yaml::Array(a) => a
+            .iter()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect(),
         _ => Vec::new(),
     };
     Ok(CardMeta {
@@ -109,15 +102,6 @@ pub fn card_meta(dir: &Path) -> Result<CardMeta> {
         datasets: list("datasets"),
         pipeline_tag: s("pipeline_tag"),
     })
-}
-
-/// The text between the opening `---` line and the closing one.
-pub fn front_matter(text: &str) -> Option<&str> {
-    let rest = text
-        .strip_prefix("---\n")
-        .or_else(|| text.strip_prefix("---\r\n"))?;
-    let end = rest.find("\n---")?;
-    Some(&rest[..end + 1])
 }
 
 #[cfg(test)]

@@ -63,7 +63,11 @@ pub enum Problem {
     /// The manifest is missing or a line is not `HEX  PATH`.
     Unreadable(String),
     /// A listed file's sha256 differs from the manifest's.
-    Mismatch { file: String, listed: String, found: String },
+    Mismatch {
+        file: String,
+        listed: String,
+        found: String,
+    },
     /// A listed file is absent.
     Missing(String),
     /// A file in the folder the manifest does not list.
@@ -111,7 +115,10 @@ pub fn check(dir: &Path) -> Result<(usize, Vec<Problem>)> {
     let mut listed = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let Some((h, rel)) = line.split_once("  ") else {
-            problems.push(Problem::Unreadable(format!("line {} is not `HEX  PATH`", n + 1)));
+            problems.push(Problem::Unreadable(format!(
+                "line {} is not `HEX  PATH`",
+                n + 1
+            )));
             continue;
         };
         let file = dir.join(rel);

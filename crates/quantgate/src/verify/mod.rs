@@ -409,11 +409,11 @@ fn check_order(s: &Sources, order: Order, f: &mut Findings) -> Result<()> {
 /// The metadata the sources imply (as `convert` writes it, with [`expected_file_type`], merged
 /// with the hyperparameters [`expected`] and the tokenizer keys [`expected_vocab`] derive
 /// without `convert`), less the keys that are
-/// not model facts (`general.name`; `general.file_type` of a vocab-only
-/// file).
+/// not model facts (the provenance keys, [`gate1::is_provenance`]; `general.file_type` of a
+/// vocab-only file).
 fn expected_metadata(s: &Sources, ft: u32, f: &mut Findings) -> Result<Vec<(String, gguf::Value)>> {
     use gguf::keys::general;
-    let mut expected = convert::metadata(&s.hf, s.arch, ft, s.pooling, &s.vocab)?;
+    let mut expected = convert::metadata(&s.hf, s.arch, ft, s.pooling, &s.vocab, 0)?;
     let mut independent = expected::hparams(&s.hf.config, s.arch.gguf_name())?;
     independent.extend(expected_vocab::tokenizer_keys(
         &s.hf.dir,
@@ -426,8 +426,9 @@ fn expected_metadata(s: &Sources, ft: u32, f: &mut Findings) -> Result<Vec<(Stri
         // A vocab-only file's file_type is whatever the converter was asked; not implied.
         expected.retain(|(k, _)| k != general::FILE_TYPE);
     }
-    // general.name depends on the folder name the file was converted from; not a model fact.
-    expected.retain(|(k, _)| k != general::NAME);
+    // Provenance (general.name, basename, size_label, license, …) depends on the folder name
+    // and card the file was converted from, not on the model: allowed, not judged.
+    expected.retain(|(k, _)| !gate1::is_provenance(k));
     Ok(expected)
 }
 

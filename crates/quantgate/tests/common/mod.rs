@@ -102,6 +102,95 @@ pub fn convert_to(dir: &Path, out: &Path, outtype: OutType, vocab_only: bool) ->
     .unwrap()
 }
 
+/// Quantizes `src` to `dst` as `ftype` (`Q4_K_M`, …) with `quantgate quantize`; panics on error.
+pub fn quantize_to(src: &Path, dst: &Path, ftype: &str) {
+    let out = qg()
+        .args(["quantize", "--threads", "2"])
+        .arg(src)
+        .arg(dst)
+        .arg(ftype)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Renders `html` in headless Chromium (the Debian package, installed by scripts/setup.sh)
+/// into `png`; returns the console messages (a page without scripts has none).
+pub fn chromium_screenshot(html: &Path, png: &Path) -> Vec<String> {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new("chromium")
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+        ])
+        .args([
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1100,1600",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", html.canonicalize().unwrap().display()))
+        .output()
+        .expect("chromium is not installed: run scripts/setup.sh");
+    assert!(
+        png.exists(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.contains(":CONSOLE"))
+        .map(String::from)
+        .collect()
+}
+
+/// The fraction of a PNG's pixels that are not the first pixel's colour (0 for a blank page).
+pub fn non_background_fraction(png_path: &Path) -> f64 {
+    let decoder = png::Decoder::new(std::fs::File::open(png_path).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let px = info.color_type.samples() * (info.bit_depth as usize / 8).max(1);
+    let data = &buf[..info.buffer_size()];
+    let first = &data[..px];
+    let n = data.len() / px;
+    let other = data.chunks(px).filter(|p| p != &first).count();
+    other as f64 / n as f64
+}
+
+/// Checks an HTML report is self-contained and renders: no script, stylesheet link or remote
+/// URL in it; Chromium's screenshot (kept as `target/screenshots/NAME.png`, an ignored folder,
+/// to look at) is not blank and the console is silent.
+pub fn assert_renders(html: &Path, name: &str) {
+    let text = std::fs::read_to_string(html).unwrap();
+    for bad in ["<script", "<link", "src=", "@import", "url(", "https://"] {
+        assert!(!text.contains(bad), "{}: contains {bad:?}", html.display());
+    }
+    let dir = repo().join("target/screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = dir.join(format!("{name}.png"));
+    let console = chromium_screenshot(html, &png);
+    assert!(
+        console.is_empty(),
+        "{}: console {console:?}",
+        html.display()
+    );
+    let f = non_background_fraction(&png);
+    assert!(
+        f > 0.02,
+        "{}: screenshot {:.4} non-background",
+        html.display(),
+        f
+    );
+}
+
 /// Verifies `gguf` against `hf` (thresholds from `protocol`, else the built-in ones); panics
 /// only on unusable inputs.
 pub fn verify_with(hf: &Path, gguf: &Path, protocol: Option<PathBuf>) -> VerifyReport {

@@ -1,0 +1,248 @@
+//! `quantgate release` on the real fixtures: SmolLM2 F16 + Q8_0 + Q4_K_M and MiniLM F16 + Q8_0
+//! are GO; `sha256sum -c SHA256SUMS` passes; the card's front matter is YAML carrying the source
+//! card's license; a second release of the same inputs is byte-identical (the receipt apart);
+//! a byte flipped in a released GGUF afterwards is a Gate 3 NO-GO naming the file. Every HTML
+//! page renders in headless Chromium.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::*;
+use quantgate::convert::OutType;
+use yaml_rust2::YamlLoader;
+
+fn release(hf: &Path, ggufs: &[PathBuf], out: &Path, extra: &[&str]) -> Output {
+    let mut c = qg();
+    c.arg("release").arg("--hf").arg(hf);
+    for g in ggufs {
+        c.arg("--gguf").arg(g);
+    }
+    c.arg("-o").arg(out).args(extra).output().unwrap()
+}
+
+fn last_line(o: &Output) -> String {
+    let s = String::from_utf8_lossy(&o.stdout);
+    s.lines().last().unwrap_or("").to_string()
+}
+
+fn stdout(o: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Every file of `dir` by relative path with its bytes, less the receipt.
+fn covered(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let names = quantgate::release::sums::covered_files(dir).unwrap();
+    names
+        .into_iter()
+        .map(|n| {
+            let b = std::fs::read(dir.join(&n)).unwrap();
+            (n, b)
+        })
+        .collect()
+}
+
+fn card_front_matter(dir: &Path) -> yaml_rust2::Yaml {
+    let card = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let front = quantgate::convert::card::front_matter(&card).expect("front matter");
+    YamlLoader::load_from_str(front).unwrap().remove(0)
+}
+
+fn sha256sum_check(dir: &Path) {
+    let o = std::process::Command::new("sha256sum")
+        .args(["-c", "SHA256SUMS"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stdout(&o));
+}
+
+#[test]
+fn smollm2_release_is_go_reproducible_and_a_flipped_byte_is_no_go_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hf = hf("SmolLM2-135M-Instruct");
+    let f16 = tmp.path().join("smollm2-f16.gguf");
+    convert_to(&hf, &f16, OutType::F16, false);
+    let mut ggufs = vec![f16.clone()];
+    for t in ["Q8_0", "Q4_K_M"] {
+        let q = tmp.path().join(format!("smollm2-{t}.gguf"));
+        quantize_to(&f16, &q, t);
+        ggufs.push(q);
+    }
+    let out1 = tmp.path().join("release-1");
+    let o = release(&hf, &ggufs, &out1, &[]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert_eq!(last_line(&o), "GO");
+    sha256sum_check(&out1);
+    let y = card_front_matter(&out1);
+    // The fixture's card carries the license of the source GGUF's general.license.
+    assert_eq!(y["license"].as_str(), Some("apache-2.0"));
+    assert_eq!(y["library_name"].as_str(), Some("gguf"));
+    let tags: Vec<&str> = y["tags"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    assert!(tags.contains(&"gguf"), "{tags:?}");
+    let report = json(&out1.join("report.json"));
+    let ftypes: Vec<&str> = report["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["ftype"].as_str().unwrap())
+        .collect();
+    assert_eq!(ftypes, ["F16", "Q8_0", "Q4_K_M"]);
+    // The lossy files carry their quality against the source.
+    let q4 = &report["files"][2]["verify"]["quality"]["logits"];
+    assert!(q4["mean_kld"].as_f64().unwrap() > 0.01, "{q4}");
+    assert_renders(&out1.join("report.html"), "release-smollm2");
+
+    let out2 = tmp.path().join("release-2");
+    let o = release(&hf, &ggufs, &out2, &[]);
+    assert_eq!(last_line(&o), "GO", "{}", stdout(&o));
+    let (a, b) = (covered(&out1), covered(&out2));
+    assert_eq!(
+        a.iter().map(|x| &x.0).collect::<Vec<_>>(),
+        b.iter().map(|x| &x.0).collect::<Vec<_>>()
+    );
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        assert!(
+            x == y,
+            "{name} differs between two releases of the same inputs"
+        );
+    }
+
+    // A byte flipped in a shipped GGUF after the manifest was written.
+    let victim = out1.join("smollm2-Q4_K_M.gguf");
+    let mut bytes = std::fs::read(&victim).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x01;
+    std::fs::write(&victim, &bytes).unwrap();
+    let o = qg()
+        .args(["release", "--check"])
+        .arg(&out1)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert_eq!(last_line(&o), "NO-GO");
+    let text = stdout(&o);
+    assert!(
+        text.contains("release-sha256 smollm2-Q4_K_M.gguf"),
+        "{text}"
+    );
+    assert!(
+        text.contains("release-not-verified smollm2-Q4_K_M.gguf"),
+        "{text}"
+    );
+    // The untouched copy still checks.
+    let o = qg()
+        .args(["release", "--check"])
+        .arg(&out2)
+        .output()
+        .unwrap();
+    assert_eq!(last_line(&o), "GO", "{}", stdout(&o));
+}
+
+#[test]
+fn minilm_release_is_go_with_the_source_cards_license_and_pooling_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hf = hf("all-MiniLM-L6-v2");
+    let mut ggufs = Vec::new();
+    for (t, name) in [(OutType::F16, "f16"), (OutType::Q8_0, "q8_0")] {
+        let p = tmp.path().join(format!("minilm-{name}.gguf"));
+        convert_to(&hf, &p, t, false);
+        ggufs.push(p);
+    }
+    let out = tmp.path().join("release");
+    let extra = ["--base-model", "sentence-transformers/all-MiniLM-L6-v2"];
+    let o = release(&hf, &ggufs, &out, &extra);
+    assert_eq!(last_line(&o), "GO", "{}", stdout(&o));
+    sha256sum_check(&out);
+    let y = card_front_matter(&out);
+    assert_eq!(y["license"].as_str(), Some("apache-2.0"));
+    assert_eq!(
+        y["base_model"].as_str(),
+        Some("sentence-transformers/all-MiniLM-L6-v2")
+    );
+    assert_eq!(y["pipeline_tag"].as_str(), Some("sentence-similarity"));
+    for f in [
+        "1_Pooling/config.json",
+        "modules.json",
+        "vocab.txt",
+        "tokenizer.json",
+    ] {
+        assert!(out.join(f).is_file(), "{f} not shipped");
+    }
+    let card = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(card.contains("## What was not verified"));
+    assert!(
+        card.contains("Hangul"),
+        "Gate 2's tokenizer limitation is on the card"
+    );
+    // An existing folder is never overwritten.
+    let o = release(&hf, &ggufs, &out, &extra);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stdout(&o).contains("exists"));
+    assert_renders(&out.join("report.html"), "release-minilm");
+}
+
+#[test]
+fn verify_and_analysis_pages_render() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hf = hf("SmolLM2-135M-Instruct");
+    let f16 = tmp.path().join("f16.gguf");
+    convert_to(&hf, &f16, OutType::F16, false);
+    let q = tmp.path().join("q4_k_m.gguf");
+    quantize_to(&f16, &q, "Q4_K_M");
+    let r = verify_with(&hf, &q, None);
+    let dir = tmp.path().join("report");
+    std::fs::create_dir_all(&dir).unwrap();
+    quantgate::verify::report::write(&dir, &r).unwrap();
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("Per-position KLD distribution"));
+    assert!(html.contains("as shipped vs source (quality)"));
+    assert_renders(&dir.join("report.html"), "verify-smollm2-q4_k_m");
+
+    // analyze's page, from an analysis of two runs with one quantity over its tolerance.
+    use quantgate::protocol::analyze::{Analysis, Decision, Row, RowVerdict};
+    use quantgate::protocol::quantities::{Class, Kind};
+    let row = |quantity: &str, class, run2: f64, deviation: f64, verdict| Row {
+        model: "m".into(),
+        quantity: quantity.into(),
+        kind: Kind::NonDelta,
+        class,
+        unit: String::new(),
+        run1: Some(100.0),
+        run2: Some(run2),
+        spread1: None,
+        spread2: None,
+        deviation: Some(deviation),
+        tolerance: Some(0.1),
+        verdict,
+    };
+    let an = Analysis {
+        protocol_id: "p".into(),
+        protocol_sha256: "0".into(),
+        decision_rule: "every judged quantity within its tolerance".into(),
+        decision: Decision::PartialPass,
+        reproduced: vec!["m: ppl".into()],
+        not_reproduced: vec!["m: pp512".into()],
+        rows: vec![
+            row("ppl", Class::Quality, 100.5, 0.005, RowVerdict::Pass),
+            row("pp512", Class::Performance, 80.0, -0.2, RowVerdict::Fail),
+        ],
+        identical_files: Vec::new(),
+        differing_files: Vec::new(),
+        run1: serde_json::Value::Null,
+        run2: serde_json::Value::Null,
+    };
+    let dir = tmp.path().join("analysis");
+    quantgate::protocol::analyze::write(&dir, &an).unwrap();
+    assert_renders(&dir.join("analysis.html"), "analysis");
+}
