@@ -41,8 +41,10 @@ fn qwen2_v5_gives_the_rope_base_and_chat_template_and_names_the_default_without_
         Some(Value::Bool(false))
     );
     let mut m5 = m.clone();
-    m4.remove("general.name");
-    m5.remove("general.name");
+    // Provenance (name, version "v5" from the folder name, the card the v4 folder has)
+    // describes the folder, not the model.
+    m4.retain(|k, _| !quantgate::verify::gate1::is_provenance(k));
+    m5.retain(|k, _| !quantgate::verify::gate1::is_provenance(k));
     assert_eq!(m4, m5);
     // verify on the v5 folder: GO.
     let r = verify_with(&v5, &out, None);
@@ -102,8 +104,10 @@ fn smollm2_v4_and_v5_give_the_same_tensors_and_metadata_and_v5_verifies_go() {
         assert!(g4.tensor_data(a) == g5.tensor_data(b), "{}", a.name);
     }
     let (mut m4, mut m5) = (metadata(&o4), metadata(&o5));
-    m4.remove("general.name");
-    m5.remove("general.name");
+    // Provenance (name, version "v5" from the folder name, the card the v4 folder has)
+    // describes the folder, not the model.
+    m4.retain(|k, _| !quantgate::verify::gate1::is_provenance(k));
+    m5.retain(|k, _| !quantgate::verify::gate1::is_provenance(k));
     // v5 saves head_dim explicitly (576 / 9 = 64); for v4 it is implied, as transformers'
     // LlamaConfig (and so llama.cpp's converter, which reads configs through it) derives it.
     assert_eq!(m4["llama.attention.key_length"], Value::U32(64));
@@ -238,8 +242,10 @@ fn bert_and_qwen3_convert_alike_in_both_generations() {
         );
     }
     let (mut m4, mut m5) = (metadata(&o4), metadata(&o5));
-    m4.remove("general.name");
-    m5.remove("general.name");
+    // Provenance (name, version "v5" from the folder name, the card the v4 folder has)
+    // describes the folder, not the model.
+    m4.retain(|k, _| !quantgate::verify::gate1::is_provenance(k));
+    m5.retain(|k, _| !quantgate::verify::gate1::is_provenance(k));
     assert_eq!(m4, m5);
     let r = verify_with(&hf("all-MiniLM-L6-v2-v5"), &o5, None);
     assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
@@ -249,8 +255,10 @@ fn bert_and_qwen3_convert_alike_in_both_generations() {
     convert_to(&fixtures_hf().join("Qwen3-0.6B"), &q4, OutType::F16, true);
     convert_to(&hf("Qwen3-0.6B-v5"), &q5, OutType::F16, true);
     let (mut m4, mut m5) = (metadata(&q4), metadata(&q5));
-    m4.remove("general.name");
-    m5.remove("general.name");
+    // Provenance (name, version "v5" from the folder name, the card the v4 folder has)
+    // describes the folder, not the model.
+    m4.retain(|k, _| !quantgate::verify::gate1::is_provenance(k));
+    m5.retain(|k, _| !quantgate::verify::gate1::is_provenance(k));
     assert_eq!(
         m4.remove("tokenizer.ggml.add_bos_token"),
         Some(Value::Bool(false))

@@ -134,3 +134,29 @@ fn minilm_q4_k_m_from_an_f16_conversion_of_an_f32_source_is_go() {
         r.notes
     );
 }
+
+#[test]
+fn every_other_ftype_of_the_issue_is_go_with_its_quality_reported() {
+    // Q8_0, Q6_K, Q5_K_M, Q4_0 and Q2_K of the SmolLM2 fixture's F16 conversion (Q4_K_M has
+    // its own test above): correctness GO, the loss reported in the quality section.
+    let tmp = tempfile::tempdir().unwrap();
+    let hf = hf("SmolLM2-135M-Instruct");
+    let f16 = tmp.path().join("f16.gguf");
+    convert_to(&hf, &f16, OutType::F16, false);
+    for t in ["Q8_0", "Q6_K", "Q5_K_M", "Q4_0", "Q2_K"] {
+        let q = tmp.path().join(format!("{t}.gguf"));
+        quantize_to(&f16, &q, t);
+        let r = verify_with(&hf, &q, None);
+        assert_eq!(r.verdict, Verdict::Go, "{t}: {:?}", r.blockers);
+        let qs = r
+            .quality
+            .as_ref()
+            .unwrap_or_else(|| panic!("{t}: no quality section"));
+        assert_eq!(qs.ftype, t);
+        // Lossy against the source, by a measured amount (0.0086 for Q8_0 up to 0.70 for
+        // Q2_K on this fixture), and finite.
+        let k = qs.logits.mean_kld;
+        assert!(k > 1e-4 && k < 2.0, "{t}: mean KLD {k}");
+        std::fs::remove_file(&q).unwrap();
+    }
+}

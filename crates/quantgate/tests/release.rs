@@ -206,6 +206,7 @@ fn verify_and_analysis_pages_render() {
     quantgate::verify::report::write(&dir, &r).unwrap();
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("Per-position KLD distribution"));
+    assert!(html.contains("log10 KLD"), "the KLD axis is logarithmic");
     assert!(html.contains("as shipped vs source (quality)"));
     assert_renders(&dir.join("report.html"), "verify-smollm2-q4_k_m");
 

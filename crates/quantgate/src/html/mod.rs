@@ -121,10 +121,10 @@ fn verify_charts(r: &VerifyReport) -> Result<String> {
         out += &figure(&Chart {
             title: "Per-position KLD distribution".into(),
             x_desc: "percentile of positions".into(),
-            y_desc: "KLD (nats)".into(),
+            y_desc: "log10 KLD (nats; floor 1e-9)".into(),
             series,
             hline: Some((
-                r.thresholds.max_mean_kld,
+                r.thresholds.max_mean_kld.max(KLD_FLOOR).log10(),
                 format!("mean KLD threshold {}", r.thresholds.max_mean_kld),
             )),
             x_labels: None,
