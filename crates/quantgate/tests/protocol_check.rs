@@ -39,7 +39,9 @@ fn shipped_protocols_are_valid_and_differ_only_in_budget() {
     let full = quantgate::protocol::load(&protocols().join("full.toml")).unwrap();
     assert_eq!(ci.sha256.len(), 64);
     assert_ne!(ci.sha256, full.sha256);
-    assert_eq!(ci.protocol.inputs.len(), 8);
+    // Every file of the SmolLM2 folder (config, generation config, card, weights, special
+    // tokens map, tokenizer, tokenizer config) and the two pinned data files.
+    assert_eq!(ci.protocol.inputs.len(), 9);
     assert_eq!(ci.protocol.models[0].arms, vec!["F16", "Q4_K_M"]);
     assert_eq!(ci.protocol.tolerances, full.protocol.tolerances);
     use quantgate::protocol::Step;
