@@ -14,6 +14,7 @@ use std::sync::Once;
 pub use llama_cpp_sys_2 as sys;
 
 mod context;
+mod cpu;
 mod ggml;
 mod gguf_c;
 pub mod log;
@@ -21,6 +22,7 @@ mod model;
 mod quantize;
 
 pub use context::{Context, ContextParams};
+pub use cpu::{cpu_backend, CpuBackend};
 pub use ggml::{ggml_quantize, ggml_to_float, type_traits, TypeTraits};
 pub use gguf_c::{CGguf, CTensorInfo, CValue};
 pub use model::{Model, TokenizeError};
@@ -77,19 +79,22 @@ pub struct BuildInfo {
     pub ggml_commit: String,
     /// `llama_print_system_info()`: the CPU features the build uses.
     pub system_info: String,
+    /// The CPU backend that runs: how it was built and its ISA features ([`cpu_backend`]).
+    pub cpu: CpuBackend,
 }
 
 impl fmt::Display for BuildInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The crate builds llama.cpp outside a git checkout, so the commit is usually unknown.
         match self.ggml_commit.as_str() {
-            "" | "unknown" => write!(f, "{} (ggml {})", self.crate_pin, self.ggml_version),
+            "" | "unknown" => write!(f, "{} (ggml {})", self.crate_pin, self.ggml_version)?,
             c => write!(
                 f,
                 "{} (ggml {}, commit {c})",
                 self.crate_pin, self.ggml_version
-            ),
+            )?,
         }
+        write!(f, " · CPU backend {}", self.cpu)
     }
 }
 
@@ -153,7 +158,7 @@ pub(crate) fn load_log(mark: u64) -> String {
     }
 }
 
-/// The linked build's identity.
+/// The linked build's identity, with the CPU backend that runs.
 pub fn build_info() -> BuildInfo {
     init();
     // SAFETY: plain getters returning static strings.
@@ -169,6 +174,7 @@ pub fn build_info() -> BuildInfo {
         ggml_version: cstr(v),
         ggml_commit: cstr(c),
         system_info: cstr(s),
+        cpu: cpu_backend(),
     }
 }
 
@@ -181,9 +187,13 @@ mod tests {
         let b = build_info();
         assert_eq!(b.crate_pin, "llama-cpp-sys-2 =0.1.161");
         assert_eq!(b.ggml_version, "0.26.0");
-        assert!(b
-            .to_string()
-            .starts_with("llama-cpp-sys-2 =0.1.161 (ggml 0.26.0"));
+        let s = b.to_string();
+        assert!(
+            s.starts_with("llama-cpp-sys-2 =0.1.161 (ggml 0.26.0"),
+            "{s}"
+        );
+        // The CPU backend that runs is part of the identity.
+        assert!(s.contains(") · CPU backend static [SSE3 "), "{s}");
     }
 
     #[test]

@@ -171,7 +171,13 @@ fn ppl_json_record_carries_settings_and_costs() {
         stdout.contains(&format!("Final estimate: PPL = {ppl:.4}")),
         "{stdout}"
     );
-    assert!(v["runtime"].as_str().unwrap().contains("=0.1.161"));
+    let runtime = v["runtime"].as_str().unwrap();
+    assert!(runtime.contains("=0.1.161"), "{runtime}");
+    // The record names the CPU backend and the ISA of its kernels.
+    assert!(
+        runtime.contains(" · CPU backend static [SSE3 "),
+        "{runtime}"
+    );
     // And the same record as Markdown next to it.
     let md = std::fs::read_to_string(json.with_extension("md")).unwrap();
     assert!(md.starts_with("# quantgate eval ppl"), "{md}");

@@ -89,6 +89,13 @@ fn two_ci_runs_reproduce_and_analyze_follows_the_frozen_rule() {
         let st = json(&r.join("run_status.json"));
         assert_eq!(st["state"], "complete");
         assert_eq!(st["operator"], op);
+        // results.json names the llama.cpp pin and the CPU backend that ran with its ISA.
+        let env = &json(&r.join("results.json"))["environment"];
+        let llama = env["llama_cpp"].as_str().unwrap();
+        assert!(
+            llama.contains("=0.1.161") && llama.contains(" · CPU backend static [SSE3 "),
+            "{llama}"
+        );
     }
     // A used run folder is refused.
     let o = qg()
