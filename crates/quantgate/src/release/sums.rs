@@ -28,8 +28,11 @@ pub fn covered_files(dir: &Path) -> Result<Vec<String>> {
 fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
     let list = std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))?;
     for e in list {
-        let p = e?.path();
-        if p.is_dir() {
+        let e = e?;
+        let p = e.path();
+        // file_type does not follow symlinks: a symlinked folder (even a loop) is listed as
+        // an entry, never descended into.
+        if e.file_type()?.is_dir() {
             walk(root, &p, out)?;
         } else {
             let rel = p.strip_prefix(root).unwrap_or(&p);
@@ -72,6 +75,8 @@ pub enum Problem {
     Missing(String),
     /// A file in the folder the manifest does not list.
     Unlisted(String),
+    /// A listed entry that is not a regular file (symlink, FIFO, folder, device).
+    NotRegular(String),
 }
 
 impl Problem {
@@ -79,9 +84,10 @@ impl Problem {
     pub fn file(&self) -> &str {
         match self {
             Problem::Unreadable(_) => SHA256SUMS,
-            Problem::Mismatch { file, .. } | Problem::Missing(file) | Problem::Unlisted(file) => {
-                file
-            }
+            Problem::Mismatch { file, .. }
+            | Problem::Missing(file)
+            | Problem::Unlisted(file)
+            | Problem::NotRegular(file) => file,
         }
     }
 }
@@ -97,6 +103,9 @@ impl std::fmt::Display for Problem {
             } => write!(f, "{file}: sha256 {found}, {SHA256SUMS} lists {listed}"),
             Problem::Missing(file) => write!(f, "{file}: listed in {SHA256SUMS} but absent"),
             Problem::Unlisted(file) => write!(f, "{file}: present but not in {SHA256SUMS}"),
+            Problem::NotRegular(file) => {
+                write!(f, "{file}: not a regular file (a release ships only files)")
+            }
         }
     }
 }
@@ -123,8 +132,14 @@ pub fn check(dir: &Path) -> Result<(usize, Vec<Problem>)> {
         };
         let file = dir.join(rel);
         // A listed path must stay inside the folder.
-        if rel.split('/').any(|c| c == ".." || c.is_empty()) || !file.is_file() {
+        if rel.split('/').any(|c| c == ".." || c.is_empty()) || !file.exists() {
             problems.push(Problem::Missing(rel.to_string()));
+            continue;
+        }
+        // Only regular files ship: a symlink could point anywhere, a FIFO would never end.
+        if !std::fs::symlink_metadata(&file)?.file_type().is_file() {
+            problems.push(Problem::NotRegular(rel.to_string()));
+            listed.push(rel.to_string());
             continue;
         }
         let found = sha256_file(&file)?;
@@ -175,5 +190,24 @@ mod tests {
         assert!(matches!(p[0], Problem::Mismatch { .. }));
         assert!(matches!(p[1], Problem::Missing(_)));
         assert!(matches!(p[2], Problem::Unlisted(_)));
+    }
+
+    #[test]
+    fn a_symlink_loop_or_symlinked_file_is_named_not_followed() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.gguf"), b"abc").unwrap();
+        write(d.path()).unwrap();
+        // A folder symlink to its own parent: listing must not recurse forever.
+        std::os::unix::fs::symlink(d.path(), d.path().join("loop")).unwrap();
+        let (_, p) = check(d.path()).unwrap();
+        assert_eq!(p, vec![Problem::Unlisted("loop".into())]);
+        // A listed file replaced by a symlink to a file with the same bytes elsewhere.
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join("x"), b"abc").unwrap();
+        std::fs::remove_file(d.path().join("loop")).unwrap();
+        std::fs::remove_file(d.path().join("a.gguf")).unwrap();
+        std::os::unix::fs::symlink(other.path().join("x"), d.path().join("a.gguf")).unwrap();
+        let (_, p) = check(d.path()).unwrap();
+        assert_eq!(p, vec![Problem::NotRegular("a.gguf".into())]);
     }
 }

@@ -33,8 +33,10 @@ pub struct Gate3Report {
 
 fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> Result<()> {
     for e in std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))? {
-        let p = e?.path();
-        if p.is_dir() {
+        let e = e?;
+        let p = e.path();
+        // Not following symlinks: a symlinked folder (even a loop) is an entry, not a subtree.
+        if e.file_type()?.is_dir() {
             walk(&p, out)?;
         } else {
             out.push(p);
