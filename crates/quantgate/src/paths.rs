@@ -55,6 +55,19 @@ pub fn ensure_regular_file(p: &Path) -> Result<()> {
     }
 }
 
+/// Reads a regular file of at most `cap` bytes as UTF-8 text: a FIFO, a device (a symlink to
+/// `/dev/zero`) or a file over the cap is refused instead of hanging or filling memory.
+///
+/// Errors: not a regular file, larger than `cap`, unreadable or not UTF-8 (naming the path).
+pub fn read_text_capped(p: &Path, cap: u64) -> Result<String> {
+    ensure_regular_file(p)?;
+    let len = std::fs::metadata(p)?.len();
+    if len > cap {
+        bail!("{}: {len} bytes, more than the {cap} accepted", p.display());
+    }
+    std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))
+}
+
 /// Writes `bytes` to `path` through a temp file in the same folder, synced, then renamed: a
 /// reader never sees a partial file, and an interrupted write leaves the old file (or none).
 ///

@@ -247,3 +247,118 @@ fn verify_and_analysis_pages_render() {
     quantgate::protocol::analyze::write(&dir, &an).unwrap();
     assert_renders(&dir.join("analysis.html"), "analysis");
 }
+
+/// A change made to a copy of a release folder.
+type Tamper = Box<dyn Fn(&Path)>;
+
+/// `cp -a`: a copy of a release folder to tamper with.
+fn copy_tree(from: &Path, to: &Path) {
+    let st = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// Rewrites `dir/SHA256SUMS` consistently, as a forger would.
+fn resum(dir: &Path) {
+    quantgate::release::sums::write(dir).unwrap();
+}
+
+/// Edits report.json with `f`, then makes SHA256SUMS consistent again.
+fn edit_report(dir: &Path, f: &dyn Fn(&mut serde_json::Value)) {
+    let mut v = json(&dir.join("report.json"));
+    f(&mut v);
+    std::fs::write(dir.join("report.json"), v.to_string()).unwrap();
+    resum(dir);
+}
+
+fn check(dir: &Path) -> (Option<i32>, String) {
+    let o = qg().args(["release", "--check"]).arg(dir).output().unwrap();
+    (o.status.code(), stdout(&o))
+}
+
+#[test]
+fn check_refuses_forged_reports_incomplete_folders_and_reserved_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hf = hf("all-MiniLM-L6-v2");
+    let gguf = tmp.path().join("minilm-f16.gguf");
+    convert_to(&hf, &gguf, OutType::F16, false);
+    let rel = tmp.path().join("rel");
+    let o = release(&hf, std::slice::from_ref(&gguf), &rel, &[]);
+    assert_eq!(last_line(&o), "GO", "{}", stdout(&o));
+    assert_eq!(check(&rel).0, Some(0));
+
+    // Each forgery keeps SHA256SUMS consistent; each must still be NO-GO naming what is wrong.
+    let cases: Vec<(&str, Tamper, &str)> = vec![
+        (
+            "files emptied",
+            Box::new(|d: &Path| edit_report(d, &|v| v["files"] = serde_json::json!([]))),
+            "release-files minilm-f16.gguf",
+        ),
+        (
+            "unverified GGUF added",
+            Box::new(|d: &Path| {
+                std::fs::copy(d.join("minilm-f16.gguf"), d.join("extra.gguf")).unwrap();
+                resum(d);
+            }),
+            "release-files extra.gguf",
+        ),
+        (
+            "name outside the folder",
+            Box::new(|d: &Path| {
+                edit_report(d, &|v| v["files"][0]["name"] = "../minilm-f16.gguf".into())
+            }),
+            "release-files ../minilm-f16.gguf",
+        ),
+        (
+            "bytes forged",
+            Box::new(|d: &Path| edit_report(d, &|v| v["files"][0]["bytes"] = 1.into())),
+            "release-not-verified minilm-f16.gguf",
+        ),
+        (
+            "card deleted",
+            Box::new(|d: &Path| {
+                std::fs::remove_file(d.join("README.md")).unwrap();
+                resum(d);
+            }),
+            "release-files README.md",
+        ),
+        (
+            "verdict NO-GO in the report",
+            Box::new(|d: &Path| {
+                edit_report(d, &|v| v["files"][0]["verify"]["verdict"] = "NO-GO".into())
+            }),
+            "release-gates12 minilm-f16.gguf",
+        ),
+    ];
+    for (i, (what, tamper, expect)) in cases.iter().enumerate() {
+        let d = tmp.path().join(format!("case{i}"));
+        copy_tree(&rel, &d);
+        tamper(&d);
+        let (code, out) = check(&d);
+        assert_eq!(code, Some(1), "{what}: {out}");
+        assert!(out.contains(expect), "{what}: {out}");
+    }
+    // A FIFO as report.json is refused, not waited on.
+    let d = tmp.path().join("fifo");
+    copy_tree(&rel, &d);
+    std::fs::remove_file(d.join("report.json")).unwrap();
+    assert!(std::process::Command::new("mkfifo")
+        .arg(d.join("report.json"))
+        .status()
+        .unwrap()
+        .success());
+    let (code, out) = check(&d);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("report.json: not a regular file"), "{out}");
+    // A GGUF named like a file the release writes itself is refused before verifying.
+    let named = tmp.path().join("receipt.json");
+    std::fs::copy(&gguf, &named).unwrap();
+    let o = release(&hf, &[named], &tmp.path().join("reserved"), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stdout(&o).contains("--gguf receipt.json: the release writes a file of that name"));
+    assert!(!tmp.path().join("reserved").exists());
+}

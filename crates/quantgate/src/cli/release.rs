@@ -81,7 +81,8 @@ pub fn run(a: Args) -> anyhow::Result<Status> {
         }
     }
     render_gate3(&r.gate3);
-    for b in &r.blockers {
+    // Gate 3's blockers were printed with it.
+    for b in r.blockers.iter().filter(|b| b.gate != 3) {
         println!(
             "blocker: gate {} {} {}: {}",
             b.gate, b.code, b.subject, b.detail

@@ -27,6 +27,8 @@ use fingerprint::Fingerprint;
 pub const RECEIPT: &str = "receipt.json";
 /// The machine-readable report of a release folder.
 pub const REPORT_JSON: &str = "report.json";
+/// Largest report.json `release --check` reads (a three-file release's is ~1 MB).
+const REPORT_MAX_BYTES: u64 = 256 << 20;
 
 /// What to release.
 #[derive(Clone, Debug)]
@@ -183,8 +185,14 @@ pub fn release(opts: &ReleaseOptions, on_step: &mut dyn FnMut(&str)) -> Result<R
         &serde_json::to_vec_pretty(&receipt)?,
     )?;
     let dir = staging.keep();
-    std::fs::rename(&dir, &opts.out)
-        .with_context(|| format!("{} → {}: cannot rename", dir.display(), opts.out.display()))?;
+    if let Err(e) = std::fs::rename(&dir, &opts.out) {
+        // Nothing half-made is left behind: the assembled folder goes with the error.
+        let _ = std::fs::remove_dir_all(&dir);
+        bail!(
+            "{}: cannot rename the assembled release into place: {e}",
+            opts.out.display()
+        );
+    }
     Ok(ReleaseRun {
         verdict,
         blockers,
@@ -194,8 +202,19 @@ pub fn release(opts: &ReleaseOptions, on_step: &mut dyn FnMut(&str)) -> Result<R
     })
 }
 
+/// Names the release writes itself; a GGUF may not take one of them.
+const RESERVED: &[&str] = &[
+    "README.md",
+    "report.md",
+    "report.html",
+    REPORT_JSON,
+    RECEIPT,
+    sums::SHA256SUMS,
+];
+
 fn check_options(opts: &ReleaseOptions) -> Result<()> {
-    if opts.out.exists() {
+    // symlink_metadata: a dangling symlink at the output path counts as existing.
+    if std::fs::symlink_metadata(&opts.out).is_ok() {
         bail!(
             "{}: exists; a release is written to a new folder (nothing is overwritten)",
             opts.out.display()
@@ -215,6 +234,12 @@ fn check_options(opts: &ReleaseOptions) -> Result<()> {
             );
         }
         names.push(n);
+    }
+    let source = source::files_to_copy(&opts.hf_dir)?;
+    for n in &names {
+        if RESERVED.contains(&n.as_str()) || source.contains(n) {
+            bail!("--gguf {n}: the release writes a file of that name itself; rename the GGUF");
+        }
     }
     Ok(())
 }
@@ -363,8 +388,12 @@ pub fn gate3(dir: &Path, report: &ReleaseReport, threads: i32) -> Result<Gate3> 
             p.to_string(),
         ));
     }
+    structure(dir, report, &mut blockers)?;
     let mut files = Vec::new();
     for f in &report.files {
+        if !plain_name(&f.name) {
+            continue;
+        }
         let path = dir.join(&f.name);
         if !path.is_file() {
             blockers.push(Blocker::new(
@@ -377,6 +406,15 @@ pub fn gate3(dir: &Path, report: &ReleaseReport, threads: i32) -> Result<Gate3> 
         }
         let sha256 = crate::hash::sha256_file(&path)?;
         let same = sha256 == f.sha256;
+        let bytes = std::fs::metadata(&path)?.len();
+        if bytes != f.bytes {
+            blockers.push(Blocker::new(
+                3,
+                BlockerCode::ReleaseNotVerified,
+                &f.name,
+                format!("{bytes} bytes; report.json records {}", f.bytes),
+            ));
+        }
         if !same {
             blockers.push(Blocker::new(
                 3,
@@ -399,6 +437,74 @@ pub fn gate3(dir: &Path, report: &ReleaseReport, threads: i32) -> Result<Gate3> 
         files,
         blockers,
     })
+}
+
+/// A bare file name: no folder part, not `.`/`..`, not empty.
+fn plain_name(n: &str) -> bool {
+    !n.is_empty() && n != "." && n != ".." && !n.contains('/') && !n.contains('\0')
+}
+
+/// What the folder must hold by report.json: every GGUF it names (bare names) and no other,
+/// the card and reports, every source file; and gates 1–2 GO for every file.
+fn structure(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Blocker>) -> Result<()> {
+    let mut b = |code, subject: &str, detail: String| {
+        blockers.push(Blocker::new(3, code, subject, detail));
+    };
+    let named: Vec<&str> = report.files.iter().map(|f| f.name.as_str()).collect();
+    for n in &named {
+        if !plain_name(n) {
+            b(
+                BlockerCode::ReleaseFiles,
+                n,
+                "report.json names a file outside the folder".into(),
+            );
+        }
+    }
+    for rel in sums::covered_files(dir)? {
+        if rel.ends_with(".gguf") && !named.contains(&rel.as_str()) {
+            b(
+                BlockerCode::ReleaseFiles,
+                &rel,
+                "a GGUF report.json does not name (never verified)".into(),
+            );
+        }
+    }
+    let required = ["README.md", "report.md", "report.html"];
+    for rel in required
+        .iter()
+        .copied()
+        .chain(report.source_files.iter().map(String::as_str))
+    {
+        let inside = !rel.split('/').any(|c| c == ".." || c.is_empty());
+        if !inside || !dir.join(rel).is_file() {
+            b(
+                BlockerCode::ReleaseFiles,
+                rel,
+                "missing from the release folder".into(),
+            );
+        }
+    }
+    for f in &report.files {
+        if f.verify.verdict != Verdict::Go {
+            b(
+                BlockerCode::ReleaseGates12,
+                &f.name,
+                "verify's verdict in report.json is NO-GO".into(),
+            );
+        }
+    }
+    if report.gates_1_2 != Verdict::Go || report.files.is_empty() {
+        b(
+            BlockerCode::ReleaseGates12,
+            REPORT_JSON,
+            format!(
+                "gates 1–2: {} for {} files",
+                report.gates_1_2,
+                report.files.len()
+            ),
+        );
+    }
+    Ok(())
 }
 
 /// Re-measures one released GGUF; a blocker when llama.cpp refuses it or its outputs differ.
@@ -441,10 +547,9 @@ fn remeasure(
 /// Errors: report.json missing or not a release report (naming the file).
 pub fn check(dir: &Path, threads: i32) -> Result<(Verdict, Gate3)> {
     let p = dir.join(REPORT_JSON);
-    let text = std::fs::read_to_string(&p).with_context(|| format!("{}", p.display()))?;
+    let text = crate::paths::read_text_capped(&p, REPORT_MAX_BYTES)?;
     let report: ReleaseReport = serde_json::from_str(&text)
         .with_context(|| format!("{}: not a quantgate release report", p.display()))?;
     let g3 = gate3(dir, &report, threads)?;
-    let ok = g3.blockers.is_empty() && report.gates_1_2 == Verdict::Go;
-    Ok((if ok { Verdict::Go } else { Verdict::NoGo }, g3))
+    Ok((Verdict::from_blockers(&g3.blockers), g3))
 }

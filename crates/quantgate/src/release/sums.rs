@@ -60,10 +60,28 @@ pub fn write(dir: &Path) -> Result<Vec<(String, String)>> {
     Ok(lines)
 }
 
+/// Largest manifest read, bytes (a manifest line is ~100 bytes).
+const MAX_BYTES: u64 = 16 << 20;
+
+/// `HEX  PATH` or `HEX *PATH` (GNU's binary marker), with an optional `./` before the path and
+/// a CR before the line end, as `sha256sum -c` accepts them; `None` for anything else.
+fn parse_line(line: &str) -> Option<(&str, &str)> {
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    let (h, rest) = line.split_at_checked(64)?;
+    if !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let rel = rest
+        .strip_prefix("  ")
+        .or_else(|| rest.strip_prefix(" *"))?;
+    let rel = rel.strip_prefix("./").unwrap_or(rel);
+    (!rel.is_empty()).then_some((h, rel))
+}
+
 /// One finding of [`check`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Problem {
-    /// The manifest is missing or a line is not `HEX  PATH`.
+    /// The manifest is missing, not a regular file, too large, or a line is not `HEX  PATH`.
     Unreadable(String),
     /// A listed file's sha256 differs from the manifest's.
     Mismatch {
@@ -116,14 +134,17 @@ impl std::fmt::Display for Problem {
 /// Errors: a file that exists but cannot be read.
 pub fn check(dir: &Path) -> Result<(usize, Vec<Problem>)> {
     let p: PathBuf = dir.join(SHA256SUMS);
-    let text = match std::fs::read_to_string(&p) {
+    let text = match crate::paths::read_text_capped(&p, MAX_BYTES) {
         Ok(t) => t,
-        Err(e) => return Ok((0, vec![Problem::Unreadable(e.to_string())])),
+        Err(e) => return Ok((0, vec![Problem::Unreadable(format!("{e:#}"))])),
     };
+    let root = dir
+        .canonicalize()
+        .with_context(|| format!("{}", dir.display()))?;
     let mut problems = Vec::new();
     let mut listed = Vec::new();
     for (n, line) in text.lines().enumerate() {
-        let Some((h, rel)) = line.split_once("  ") else {
+        let Some((h, rel)) = parse_line(line) else {
             problems.push(Problem::Unreadable(format!(
                 "line {} is not `HEX  PATH`",
                 n + 1
@@ -131,9 +152,17 @@ pub fn check(dir: &Path) -> Result<(usize, Vec<Problem>)> {
             continue;
         };
         let file = dir.join(rel);
-        // A listed path must stay inside the folder.
+        // A listed path must stay inside the folder, through no symlinked folder either.
         if rel.split('/').any(|c| c == ".." || c.is_empty()) || !file.exists() {
             problems.push(Problem::Missing(rel.to_string()));
+            continue;
+        }
+        let inside = file
+            .canonicalize()
+            .is_ok_and(|c| c.starts_with(&root) && c != root);
+        if !inside {
+            problems.push(Problem::NotRegular(rel.to_string()));
+            listed.push(rel.to_string());
             continue;
         }
         // Only regular files ship: a symlink could point anywhere, a FIFO would never end.
@@ -143,7 +172,7 @@ pub fn check(dir: &Path) -> Result<(usize, Vec<Problem>)> {
             continue;
         }
         let found = sha256_file(&file)?;
-        if found != h {
+        if !found.eq_ignore_ascii_case(h) {
             problems.push(Problem::Mismatch {
                 file: rel.to_string(),
                 listed: h.to_string(),
@@ -151,6 +180,12 @@ pub fn check(dir: &Path) -> Result<(usize, Vec<Problem>)> {
             });
         }
         listed.push(rel.to_string());
+    }
+    let n_listed = listed.len();
+    listed.sort();
+    listed.dedup();
+    if listed.len() != n_listed {
+        problems.push(Problem::Unreadable("a file is listed twice".into()));
     }
     for rel in covered_files(dir)? {
         if !listed.contains(&rel) {
@@ -190,6 +225,22 @@ mod tests {
         assert!(matches!(p[0], Problem::Mismatch { .. }));
         assert!(matches!(p[1], Problem::Missing(_)));
         assert!(matches!(p[2], Problem::Unlisted(_)));
+    }
+
+    #[test]
+    fn lines_are_read_as_sha256sum_reads_them() {
+        let h = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        assert_eq!(parse_line(&format!("{h}  a.gguf")), Some((h, "a.gguf")));
+        assert_eq!(parse_line(&format!("{h} *a.gguf")), Some((h, "a.gguf")));
+        assert_eq!(parse_line(&format!("{h}  ./a.gguf\r")), Some((h, "a.gguf")));
+        let upper = h.to_uppercase();
+        assert_eq!(
+            parse_line(&format!("{upper}  a")),
+            Some((upper.as_str(), "a"))
+        );
+        assert_eq!(parse_line(&format!("{h} a.gguf")), None);
+        assert_eq!(parse_line("xyz  a.gguf"), None);
+        assert_eq!(parse_line(&format!("{h}  ")), None);
     }
 
     #[test]
