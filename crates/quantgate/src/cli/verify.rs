@@ -72,16 +72,7 @@ fn render(r: &VerifyReport) {
         r.gate1.bit_identical, r.gate1.tensors, r.gate1.metadata_matching, r.gate1.metadata_keys
     );
     if let Some(t) = &r.gate2_tokenizer {
-        let modes: Vec<String> = t
-            .matching_modes
-            .iter()
-            .map(|m| {
-                format!(
-                    "add_special={} parse_special={}",
-                    m.add_special, m.parse_special
-                )
-            })
-            .collect();
+        let modes: Vec<String> = t.matching_modes.iter().map(|m| m.to_string()).collect();
         println!(
             "gate 2 tokenizer: {} texts; modes matching HF on every text: [{}]",
             t.texts,

@@ -348,7 +348,8 @@ struct Meta {
     languages: Option<Vec<String>>,
 }
 
-fn yaml_str(y: &Yaml) -> Option<String> {
+/// A scalar of the front matter as text (strings, integers, reals).
+pub(crate) fn yaml_str(y: &Yaml) -> Option<String> {
     match y {
         Yaml::String(s) => Some(s.clone()),
         Yaml::Integer(i) => Some(i.to_string()),
@@ -357,7 +358,8 @@ fn yaml_str(y: &Yaml) -> Option<String> {
     }
 }
 
-fn yaml_list(y: &Yaml) -> Option<Vec<String>> {
+/// A string or a list of scalars of the front matter as a list.
+pub(crate) fn yaml_list(y: &Yaml) -> Option<Vec<String>> {
     match y {
         Yaml::String(s) => Some(vec![s.clone()]),
         Yaml::Array(a) => Some(a.iter().filter_map(yaml_str).collect()),

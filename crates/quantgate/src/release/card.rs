@@ -97,16 +97,7 @@ fn gates(s: &mut String, f: &ReleasedFile) {
         g1.metadata_matching, g1.metadata_keys, g1.bit_identical, g1.tensors
     );
     if let Some(t) = &v.gate2_tokenizer {
-        let modes: Vec<String> = t
-            .matching_modes
-            .iter()
-            .map(|m| {
-                format!(
-                    "add_special={} parse_special={}",
-                    m.add_special, m.parse_special
-                )
-            })
-            .collect();
+        let modes: Vec<String> = t.matching_modes.iter().map(|m| m.to_string()).collect();
         let _ = writeln!(
             s,
             "- Gate 2 tokenizer: same ids as HF tokenizers on {} texts with {}.",

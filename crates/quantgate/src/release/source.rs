@@ -7,7 +7,6 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use yaml_rust2::Yaml;
 
 /// Files copied from the source when present, relative to the folder. License files are
 /// matched separately ([`is_license_file`]).
@@ -83,16 +82,10 @@ pub struct CardMeta {
 /// Errors: README.md exists but cannot be read, or its front matter is not YAML (naming the
 /// file).
 pub fn card_meta(dir: &Path) -> Result<CardMeta> {
+    use crate::convert::card::{yaml_list, yaml_str};
     let y = crate::convert::card::load(dir)?;
-    let s = |k: &str| y[k].as_str().map(String::from);
-    let list = |k: &str| match &y[k] {
-        Yaml::String(s) => vec![s.clone()],
-        Yaml::Array(a) => a
-            .iter()
-            .filter_map(|v| v.as_str().map(String::from))
-            .collect(),
-        _ => Vec::new(),
-    };
+    let s = |k: &str| yaml_str(&y[k]);
+    let list = |k: &str| yaml_list(&y[k]).unwrap_or_default();
     Ok(CardMeta {
         license: s("license"),
         license_name: s("license_name"),

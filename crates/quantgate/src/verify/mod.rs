@@ -677,9 +677,8 @@ fn gate2_tokenizer(
             .iter()
             .map(|m| {
                 format!(
-                    "add_special={} parse_special={}: {}/{} ({})",
-                    m.mode.add_special,
-                    m.mode.parse_special,
+                    "{}: {}/{} ({})",
+                    m.mode,
                     m.matched,
                     m.total,
                     m.first_mismatch

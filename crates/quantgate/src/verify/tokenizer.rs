@@ -14,6 +14,17 @@ pub struct Mode {
     pub parse_special: bool,
 }
 
+impl std::fmt::Display for Mode {
+    /// `add_special=true parse_special=false`, as llama.cpp's parameters are spelled.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "add_special={} parse_special={}",
+            self.add_special, self.parse_special
+        )
+    }
+}
+
 /// The four modes, in a fixed order.
 pub const MODES: [Mode; 4] = [
     Mode {
