@@ -46,11 +46,17 @@ pub fn load(dir: &Path) -> Result<Yaml> {
 /// The parts gguf-py reads from a model id such as `HuggingFaceTB/SmolLM2-135M-Instruct`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IdParts {
+    /// The name after the organization (`SmolLM2-135M-Instruct`).
     pub full_name: Option<String>,
+    /// The organization before `/` (`HuggingFaceTB`).
     pub org: Option<String>,
+    /// Leading name parts (`SmolLM2`); `None` when the id is too ambiguous.
     pub basename: Option<String>,
+    /// Finetune parts (`Instruct`, context lengths such as `8k`).
     pub finetune: Option<String>,
+    /// Version parts not in the basename (`v5`).
     pub version: Option<String>,
+    /// Parameter-count parts (`135M`, `0.5B`, `8x7B`).
     pub size_label: Option<String>,
 }
 

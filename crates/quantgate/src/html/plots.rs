@@ -8,15 +8,20 @@ use plotters::prelude::*;
 /// How a series is drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Style {
+    /// A polyline through the points in order.
     Line,
+    /// A dot per point (with its label, if any).
     Points,
 }
 
 /// One named series; non-finite points are left out (and counted in the caption).
 #[derive(Clone, Debug)]
 pub struct Series {
+    /// Legend text.
     pub label: String,
+    /// `(x, y)` in data units.
     pub points: Vec<(f64, f64)>,
+    /// How the points are drawn.
     pub style: Style,
     /// A text beside each point (`Points` only; empty: none), e.g. the file type.
     pub point_labels: Vec<String>,
@@ -26,10 +31,14 @@ pub struct Series {
 /// tolerance) with its label.
 #[derive(Clone, Debug)]
 pub struct Chart {
+    /// Caption above the plot.
     pub title: String,
+    /// Axis descriptions, with units.
     pub x_desc: String,
     pub y_desc: String,
+    /// The data, drawn in order, coloured from a fixed palette.
     pub series: Vec<Series>,
+    /// A horizontal line at `y` with its legend label (a threshold or tolerance).
     pub hline: Option<(f64, String)>,
     /// How many x labels to draw (`None`: plotters' default); an index axis sets its count.
     pub x_labels: Option<usize>,

@@ -94,6 +94,7 @@ pub struct ReleaseReport {
 /// Gate 3 on one released GGUF.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Gate3File {
+    /// File name in the release folder.
     pub name: String,
     /// sha256 of the released copy.
     pub sha256: String,
@@ -109,7 +110,9 @@ pub struct Gate3File {
 pub struct Gate3 {
     /// Files `SHA256SUMS` lists and were re-hashed.
     pub files_hashed: usize,
+    /// Each GGUF report.json names, checked.
     pub files: Vec<Gate3File>,
+    /// Every Gate 3 failure (empty: Gate 3 passes).
     pub blockers: Vec<Blocker>,
 }
 
@@ -120,7 +123,9 @@ pub struct ReleaseRun {
     pub verdict: Verdict,
     /// Every blocker, the files' prefixed with the file name.
     pub blockers: Vec<Blocker>,
+    /// What was written as report.json.
     pub report: ReleaseReport,
+    /// Gate 3 on the folder before it was renamed into place.
     pub gate3: Gate3,
     /// The folder written.
     pub out: PathBuf,
