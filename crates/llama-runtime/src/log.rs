@@ -98,10 +98,18 @@ pub fn errors_since(mark: u64) -> String {
         .join("; ")
 }
 
+/// Held for the whole of a [`record`]: the recording buffer is process-wide, and two threads
+/// recording at once (two verifies in one process) took each other's text, so one quantizer
+/// plan came back empty.
+static RECORDING: Mutex<()> = Mutex::new(());
+
 /// Runs `f` and returns its result with everything llama.cpp logged meanwhile, every level,
 /// fragments joined as logged. For output llama.cpp gives only as log text (the quantizer's
-/// dry run). Not reentrant: a nested call's text goes to the inner one.
+/// dry run). Recordings are serialized across threads; not reentrant (a nested call would
+/// wait for itself).
 pub fn record<T>(f: impl FnOnce() -> T) -> (T, String) {
+    // A poisoned lock only means another recording panicked; its text is gone either way.
+    let _one_at_a_time = RECORDING.lock().unwrap_or_else(|p| p.into_inner());
     if let Ok(mut log) = LOG.lock() {
         log.recording = Some(String::new());
     }
