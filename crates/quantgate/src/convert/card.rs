@@ -143,6 +143,113 @@ fn is_size(p: &str) -> bool {
         .any(|(i, _)| all_digits(&l[..i]) && is_size_rest(&l[i + 1..]))
 }
 
+/// The kinds of name part `i` (`version`, `type`, `size_label`, `finetune`), normalizing the
+/// part as gguf-py does (quant types upper-cased, sizes like `7b1` → `7.1B`).
+fn annotate(i: usize, part: &mut String, types: &mut Vec<&'static str>, total_params: u64) {
+    if is_version(part) {
+        types.push("version");
+    } else if is_quant_type(part) {
+        types.push("type");
+        *part = part.to_uppercase();
+    } else if i > 0 && is_size(part) {
+        *part = size_part(part, total_params, types);
+        if types.is_empty() {
+            types.push("size_label");
+        }
+    } else if i > 0
+        && matches!(
+            part.to_ascii_lowercase().as_str(),
+            "chat" | "instruct" | "vision" | "lora"
+        )
+    {
+        types.push("finetune");
+    }
+}
+
+/// A size part normalized (`_` → `.`, bloom's `7b1` → `7.1b`, suffix upper-cased); a size far
+/// from `total_params` is a context length: `finetune`, suffix lower-cased.
+fn size_part(part: &str, total_params: u64, types: &mut Vec<&'static str>) -> String {
+    let mut part = part.replace('_', ".");
+    let c: Vec<char> = part.chars().collect();
+    let n = c.len();
+    if n >= 2 && c[n - 1].is_ascii_digit() {
+        let head: String = c[..n - 2].iter().collect();
+        part = format!("{head}.{}{}", c[n - 1], c[n - 2]);
+    }
+    let c: Vec<char> = part.chars().collect();
+    let n = c.len();
+    if n > 1 && c[n - 2].is_ascii_digit() && "kmbt".contains(c[n - 1]) {
+        part = format!("{}{}", &part[..n - 1], c[n - 1].to_ascii_uppercase());
+    }
+    if total_params != 0 {
+        let (num, suf) = part.split_at(part.len() - 1);
+        if let (Ok(x), Some(e)) = (num.parse::<f64>(), " KMBT".find(suf)) {
+            let label = x * 1000f64.powi(e as i32);
+            if (label - total_params as f64).abs() > (7 * total_params / 8) as f64 {
+                types.push("finetune");
+                return format!("{num}{}", suf.to_lowercase());
+            }
+        }
+    }
+    part
+}
+
+/// Word-based size labels (`small`, `xl`) go when a number-based one is present.
+fn drop_word_sizes(parts: &[String], types: &mut [Vec<&'static str>]) {
+    let numeric = parts
+        .iter()
+        .zip(types.iter())
+        .any(|(p, t)| t.contains(&"size_label") && p.chars().any(|c| c.is_ascii_digit()));
+    if numeric {
+        for (p, t) in parts.iter().zip(types.iter_mut()) {
+            if t.contains(&"size_label") && p.chars().all(char::is_alphabetic) {
+                t.retain(|x| *x != "size_label");
+            }
+        }
+    }
+}
+
+/// Leading unannotated (or version) parts are the basename; later unannotated parts are
+/// finetune; a trailing version keeps only its version kind.
+fn mark_basename(parts: &[String], types: &mut [Vec<&'static str>]) {
+    let mut at_start = true;
+    for (p, t) in parts.iter().zip(types.iter_mut()) {
+        let alpha_first = p.chars().next().is_some_and(char::is_alphabetic);
+        if at_start && ((t.is_empty() && alpha_first) || t.contains(&"version")) {
+            t.push("basename");
+        } else {
+            at_start = false;
+            if t.is_empty() {
+                t.push("finetune");
+            }
+        }
+    }
+    for t in types.iter_mut().rev() {
+        if t.contains(&"basename") && t.len() > 1 {
+            t.retain(|x| *x != "basename");
+        } else {
+            break;
+        }
+    }
+}
+
+/// The parts of kind `want` (not also of kind `not`) joined with `-`; size labels once each.
+fn join_parts(
+    parts: &[String],
+    types: &[Vec<&'static str>],
+    want: &str,
+    not: Option<&str>,
+) -> Option<String> {
+    let mut seen: Vec<&str> = Vec::new();
+    for (p, t) in parts.iter().zip(types) {
+        let kind = t.contains(&want) && not.is_none_or(|n| !t.contains(&n));
+        if kind && (want != "size_label" || !seen.contains(&p.as_str())) {
+            seen.push(p);
+        }
+    }
+    (!seen.is_empty()).then(|| seen.join("-"))
+}
+
 /// gguf-py's `get_model_id_components(model_id, total_params)` for a model (total_params ≥ 0).
 pub fn id_components(model_id: &str, total_params: u64) -> IdParts {
     if model_id.contains(' ') {
@@ -165,101 +272,11 @@ pub fn id_components(model_id: &str, total_params: u64) -> IdParts {
         .collect();
     let mut types: Vec<Vec<&str>> = vec![Vec::new(); parts.len()];
     for i in 0..parts.len() {
-        let part = parts[i].clone();
-        if is_version(&part) {
-            types[i].push("version");
-        } else if is_quant_type(&part) {
-            types[i].push("type");
-            parts[i] = part.to_uppercase();
-        } else if i > 0 && is_size(&part) {
-            let mut part = part.replace('_', ".");
-            let c: Vec<char> = part.chars().collect();
-            // bloom-7b1 → 7.1b
-            if c[c.len() - 1].is_ascii_digit() && c.len() >= 2 {
-                let n = c.len();
-                part = format!(
-                    "{}.{}{}",
-                    c[..n - 2].iter().collect::<String>(),
-                    c[n - 1],
-                    c[n - 2]
-                );
-            }
-            let c: Vec<char> = part.chars().collect();
-            let n = c.len();
-            if n > 1 && c[n - 2].is_ascii_digit() && "kmbt".contains(c[n - 1]) {
-                part = format!("{}{}", &part[..n - 1], c[n - 1].to_ascii_uppercase());
-            }
-            if total_params != 0 {
-                let (num, suf) = part.split_at(part.len() - 1);
-                if let (Ok(x), Some(e)) = (num.parse::<f64>(), " KMBT".find(suf)) {
-                    let label = x * 1000f64.powi(e as i32);
-                    let t = total_params as f64;
-                    if (label - t).abs() > (7 * total_params / 8) as f64 {
-                        // Likely a context length.
-                        types[i].push("finetune");
-                        part = format!("{num}{}", suf.to_lowercase());
-                    }
-                }
-            }
-            if types[i].is_empty() {
-                types[i].push("size_label");
-            }
-            parts[i] = part;
-        } else if i > 0
-            && matches!(
-                part.to_ascii_lowercase().as_str(),
-                "chat" | "instruct" | "vision" | "lora"
-            )
-        {
-            types[i].push("finetune");
-        }
+        annotate(i, &mut parts[i], &mut types[i], total_params);
     }
-    // Word-based size labels go when a number-based one is present.
-    let numeric_size = parts
-        .iter()
-        .zip(&types)
-        .any(|(p, t)| t.contains(&"size_label") && p.chars().any(|c| c.is_ascii_digit()));
-    if numeric_size {
-        for (p, t) in parts.iter().zip(types.iter_mut()) {
-            if t.contains(&"size_label") && p.chars().all(char::is_alphabetic) {
-                t.retain(|x| *x != "size_label");
-            }
-        }
-    }
-    let mut at_start = true;
-    for (p, t) in parts.iter().zip(types.iter_mut()) {
-        let alpha_first = p.chars().next().is_some_and(char::is_alphabetic);
-        if at_start && ((t.is_empty() && alpha_first) || t.contains(&"version")) {
-            t.push("basename");
-        } else {
-            at_start = false;
-            if t.is_empty() {
-                t.push("finetune");
-            }
-        }
-    }
-    for t in types.iter_mut().rev() {
-        if t.contains(&"basename") && t.len() > 1 {
-            t.retain(|x| *x != "basename");
-        } else {
-            break;
-        }
-    }
-    let join = |want: &str, not: Option<&str>| {
-        let v: Vec<&str> = parts
-            .iter()
-            .zip(&types)
-            .filter(|(_, t)| t.contains(&want) && not.is_none_or(|n| !t.contains(&n)))
-            .map(|(p, _)| p.as_str())
-            .collect();
-        let mut seen: Vec<&str> = Vec::new();
-        for x in v {
-            if want != "size_label" || !seen.contains(&x) {
-                seen.push(x);
-            }
-        }
-        (!seen.is_empty()).then(|| seen.join("-"))
-    };
+    drop_word_sizes(&parts, &mut types);
+    mark_basename(&parts, &mut types);
+    let join = |want: &str, not: Option<&str>| join_parts(&parts, &types, want, not);
     let size_label = join("size_label", None);
     let finetune = join("finetune", None);
     let version = join("version", Some("basename"));
