@@ -22,7 +22,7 @@ mod model;
 mod quantize;
 
 pub use context::{Context, ContextParams};
-pub use cpu::{cpu_backend, CpuBackend};
+pub use cpu::{backends_dir, cpu_backend, variants, CpuBackend, CPU_VARIANT_ENV};
 pub use ggml::{ggml_quantize, ggml_to_float, type_traits, TypeTraits};
 pub use gguf_c::{CGguf, CTensorInfo, CValue};
 pub use model::{Model, TokenizeError};
@@ -32,7 +32,7 @@ pub use quantize::{quantize_model, quantize_plan, PlannedType};
 pub const LLAMA_CPP_SYS_PIN: &str = "llama-cpp-sys-2 =0.1.161";
 
 /// Errors of this wrapper.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RuntimeError {
     /// The id is not below `GGML_TYPE_COUNT`.
     #[error("ggml type id {0} does not exist in this llama.cpp build")]
@@ -57,6 +57,13 @@ pub enum RuntimeError {
         /// none.
         log: String,
     },
+    /// The CPU backend could not be loaded: a pinned variant that was not built or that this
+    /// host cannot run, or no module at all.
+    #[error("CPU backend: {detail}")]
+    Backend {
+        /// What was asked and what was found (the variants built).
+        detail: String,
+    },
     /// A llama.cpp call failed: context creation, evaluation or `llama_model_quantize`.
     #[error("llama.cpp {call} failed: {detail}")]
     Eval {
@@ -79,8 +86,9 @@ pub struct BuildInfo {
     pub ggml_commit: String,
     /// `llama_print_system_info()`: the CPU features the build uses.
     pub system_info: String,
-    /// The CPU backend that runs: how it was built and its ISA features ([`cpu_backend`]).
-    pub cpu: CpuBackend,
+    /// The CPU backend that runs: variant and ISA features ([`cpu_backend`]), or why none
+    /// could be loaded.
+    pub cpu: Result<CpuBackend, RuntimeError>,
 }
 
 impl fmt::Display for BuildInfo {
@@ -94,7 +102,10 @@ impl fmt::Display for BuildInfo {
                 self.crate_pin, self.ggml_version
             )?,
         }
-        write!(f, " · CPU backend {}", self.cpu)
+        match &self.cpu {
+            Ok(c) => write!(f, " · CPU backend {c}"),
+            Err(e) => write!(f, " · {e}"),
+        }
     }
 }
 
@@ -126,6 +137,11 @@ pub fn init() {
         // (gguf reader) goes through the same callback.
         unsafe {
             sys::llama_log_set(Some(log::capture), echo);
+        }
+        // The CPU module first: llama.cpp finds no device otherwise.
+        cpu::load();
+        // SAFETY: after the backends are registered, as llama.cpp's tools do.
+        unsafe {
             sys::llama_backend_init();
         }
     });
@@ -158,7 +174,7 @@ pub(crate) fn load_log(mark: u64) -> String {
     }
 }
 
-/// The linked build's identity, with the CPU backend that runs.
+/// The linked build's identity.
 pub fn build_info() -> BuildInfo {
     init();
     // SAFETY: plain getters returning static strings.
@@ -188,12 +204,10 @@ mod tests {
         assert_eq!(b.crate_pin, "llama-cpp-sys-2 =0.1.161");
         assert_eq!(b.ggml_version, "0.26.0");
         let s = b.to_string();
-        assert!(
-            s.starts_with("llama-cpp-sys-2 =0.1.161 (ggml 0.26.0"),
-            "{s}"
-        );
+        assert!(s.starts_with("llama-cpp-sys-2 =0.1.161 (ggml 0.26.0"), "{s}");
         // The CPU backend that runs is part of the identity.
-        assert!(s.contains(") · CPU backend static [SSE3 "), "{s}");
+        assert!(s.contains(" · CPU backend "), "{s}");
+        assert!(s.contains("(host best) ["), "{s}");
     }
 
     #[test]

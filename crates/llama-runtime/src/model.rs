@@ -31,9 +31,12 @@ impl Model {
     /// Loads `path` with llama.cpp (`llama_model_load_from_file`), CPU only, memory-mapped.
     /// `vocab_only` loads just the tokenizer (no tensors needed in the file).
     ///
-    /// Errors: [`RuntimeError::Load`] naming the file when llama.cpp refuses it.
+    /// Errors: [`RuntimeError::Load`] naming the file when llama.cpp refuses it;
+    /// [`RuntimeError::Backend`] when the CPU backend (a pinned variant) cannot be loaded.
     pub fn load(path: &Path, vocab_only: bool) -> Result<Model, RuntimeError> {
         init();
+        // A pinned CPU variant this host cannot run refuses every model, never falls back.
+        crate::cpu::cpu_backend()?;
         crate::ensure_regular(path)?;
         let mark = crate::log::mark();
         let c =

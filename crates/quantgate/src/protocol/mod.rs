@@ -49,6 +49,10 @@ pub struct Settings {
     pub seed: u64,
     /// Physical batch size of the PPL/KLD contexts (`-ub`); n_batch = n_ctx as llama-perplexity.
     pub n_ubatch: u32,
+    /// ggml CPU variant every step runs (`x64`, `sse42`, `haswell`, `skylakex`, …: the
+    /// `libggml-cpu-VARIANT.so` modules built). Absent: the host's best, recorded.
+    #[serde(default)]
+    pub cpu_variant: Option<String>,
 }
 
 /// `[ceilings]`: the whole run's budget; overrunning one fails the run.

@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -195,10 +195,35 @@ fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<()> {
     write_atomic(path, serde_json::to_string_pretty(v)?.as_bytes())
 }
 
+/// Applies `settings.cpu_variant` to this process and, through the environment, to every step
+/// it starts: the pinned variant, or (no pin) the host's best with any inherited pin removed.
+/// Runs before anything loads llama.cpp, so the recorded environment names what the steps run.
+///
+/// Errors: a pinned variant that was not built or that this host cannot run (naming the
+/// protocol file and the field), before any step starts.
+fn pin_cpu_variant(protocol: &Path, pin: Option<&str>) -> Result<()> {
+    use llama_runtime::CPU_VARIANT_ENV;
+    match pin {
+        Some(v) => std::env::set_var(CPU_VARIANT_ENV, v),
+        None => std::env::remove_var(CPU_VARIANT_ENV),
+    }
+    let cpu = llama_runtime::cpu_backend()
+        .map_err(|e| anyhow::anyhow!("{}: settings.cpu_variant: {e}", protocol.display()))?;
+    if let Some(v) = pin {
+        ensure!(
+            cpu.pinned && cpu.variant == v,
+            "{}: settings.cpu_variant = {v:?} but this process already runs {cpu}",
+            protocol.display()
+        );
+    }
+    Ok(())
+}
+
 /// Runs the protocol at `protocol` into `run_dir` (created if missing; refused if not empty).
 /// Returns the terminal status; `Err` only when the run folder cannot be used at all.
 pub fn run(protocol: &Path, run_dir: &Path, operator: &str) -> Result<Outcome> {
     let l = super::load(protocol)?;
+    pin_cpu_variant(protocol, l.protocol.settings.cpu_variant.as_deref())?;
     fresh_run_dir(run_dir)?;
     interrupt::install();
     let mut status = RunStatus {
