@@ -1,7 +1,7 @@
 //! Records the source revision (`git describe --always --dirty`) for run receipts, and gives
-//! the `quantgate` binary and test binaries an `$ORIGIN` run path: llama.cpp's shared libraries
-//! (`libllama.so`, `libggml*.so`) are hard-linked beside them by llama-cpp-sys-2's build script,
-//! so `./target/release/quantgate` runs without `LD_LIBRARY_PATH`.
+//! the `quantgate` binary and test binaries a run path to llama.cpp's shared libraries (the
+//! folder llama-runtime exports), so `./target/release/quantgate` runs without
+//! `LD_LIBRARY_PATH`.
 
 fn main() {
     let rev = std::process::Command::new("git")
@@ -12,7 +12,9 @@ fn main() {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=QUANTGATE_GIT_REV={rev}");
-    println!("cargo:rustc-link-arg=-Wl,-rpath,$ORIGIN");
+    if let Ok(lib) = std::env::var("DEP_QUANTGATE_LLAMA_RUNTIME_LIB_DIR") {
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
+    }
     // Rebuild when HEAD moves or the index changes (commits, staged edits).
     println!("cargo:rerun-if-changed=../../.git/HEAD");
     println!("cargo:rerun-if-changed=../../.git/index");
