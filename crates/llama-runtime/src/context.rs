@@ -142,6 +142,32 @@ impl<'m> Context<'m> {
             .collect()
     }
 
+    /// As [`Context::logits_from`], without copying: one slice per output row into llama.cpp's
+    /// logits buffer (valid until the next call on this context).
+    ///
+    /// Errors: as [`Context::logits_from`].
+    pub fn logits_view_from(
+        &mut self,
+        tokens: &[i32],
+        first_output: usize,
+    ) -> Result<Vec<&[f32]>, RuntimeError> {
+        self.eval_outputs(tokens, first_output)?;
+        let n_vocab = self.model.n_vocab();
+        let n_out = tokens.len() - first_output;
+        // SAFETY: after a decode that requested outputs for positions first_output.. (in
+        // batch order), llama_get_logits is the start of n_out contiguous rows of n_vocab
+        // floats (llama.h: "rows are in the order they appear in the batch").
+        let p = unsafe { sys::llama_get_logits(self.ptr.as_ptr()) };
+        if p.is_null() {
+            return Err(RuntimeError::Eval {
+                call: "llama_get_logits",
+                detail: "no logits".into(),
+            });
+        }
+        let all = unsafe { std::slice::from_raw_parts(p, n_out * n_vocab) };
+        Ok(all.chunks_exact(n_vocab).collect())
+    }
+
     fn eval_outputs(&mut self, tokens: &[i32], first_output: usize) -> Result<(), RuntimeError> {
         let n = tokens.len();
         if n == 0 || n > self.params.n_batch as usize || n > self.params.n_ctx as usize {

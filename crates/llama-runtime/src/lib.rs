@@ -22,7 +22,9 @@ mod model;
 mod quantize;
 
 pub use context::{Context, ContextParams};
-pub use cpu::{backends_dir, cpu_backend, variants, CpuBackend, CPU_VARIANT_ENV};
+pub use cpu::{
+    backends_dir, cpu_backend, scores, variants, CpuBackend, BROKEN_VARIANTS, CPU_VARIANT_ENV,
+};
 pub use ggml::{ggml_quantize, ggml_to_float, type_traits, TypeTraits};
 pub use gguf_c::{CGguf, CTensorInfo, CValue};
 pub use model::{Model, TokenizeError};
@@ -174,6 +176,13 @@ pub(crate) fn load_log(mark: u64) -> String {
     }
 }
 
+/// The llama.cpp source folder llama-cpp-sys-2 built this crate's libraries from (its CMake
+/// cache's `CMAKE_HOME_DIRECTORY`, read at build time; empty when unknown). The crate ships a
+/// trimmed tree: `src/`, `ggml/`, `common/`, `include/`, but no `tools/` sources.
+pub fn llama_source_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("QUANTGATE_LLAMA_SRC"))
+}
+
 /// The linked build's identity.
 pub fn build_info() -> BuildInfo {
     init();
@@ -204,7 +213,10 @@ mod tests {
         assert_eq!(b.crate_pin, "llama-cpp-sys-2 =0.1.161");
         assert_eq!(b.ggml_version, "0.26.0");
         let s = b.to_string();
-        assert!(s.starts_with("llama-cpp-sys-2 =0.1.161 (ggml 0.26.0"), "{s}");
+        assert!(
+            s.starts_with("llama-cpp-sys-2 =0.1.161 (ggml 0.26.0"),
+            "{s}"
+        );
         // The CPU backend that runs is part of the identity.
         assert!(s.contains(" · CPU backend "), "{s}");
         assert!(s.contains("(host best) ["), "{s}");

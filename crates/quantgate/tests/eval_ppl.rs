@@ -175,7 +175,7 @@ fn ppl_json_record_carries_settings_and_costs() {
     assert!(runtime.contains("=0.1.161"), "{runtime}");
     // The record names the CPU backend and the ISA of its kernels.
     assert!(
-        runtime.contains(" · CPU backend static [SSE3 "),
+        runtime.contains(" · CPU backend ") && runtime.contains(") [SSE3 "),
         "{runtime}"
     );
     // And the same record as Markdown next to it.

@@ -93,7 +93,9 @@ fn two_ci_runs_reproduce_and_analyze_follows_the_frozen_rule() {
         let env = &json(&r.join("results.json"))["environment"];
         let llama = env["llama_cpp"].as_str().unwrap();
         assert!(
-            llama.contains("=0.1.161") && llama.contains(" · CPU backend static [SSE3 "),
+            llama.contains("=0.1.161")
+                && llama.contains(" · CPU backend ")
+                && llama.contains(") [SSE3 "),
             "{llama}"
         );
     }

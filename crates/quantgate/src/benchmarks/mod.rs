@@ -5,14 +5,18 @@
 //! * [`dequant`]: our block dequantizers vs ggml's `to_float` (GB/s).
 //! * [`convert`]: `convert` vs llama.cpp's `convert_hf_to_gguf.py` (wall, peak RSS).
 //! * [`ppl`]: `eval ppl` vs `llama-perplexity` (tokens/s, peak RSS).
+//! * [`speed`]: `eval bench` vs `llama-bench` (pp512/tg128, peak RSS).
 //! * [`repack`]: MLX repack vs a plain copy conversion (MB/s of source).
+//! * [`peer`]: llama-perplexity and llama-bench built with llama.cpp's default CMake.
 //! * [`inspect`]: `inspect` wall time on real files.
 
 pub mod convert;
 pub mod dequant;
 pub mod inspect;
+pub mod peer;
 pub mod ppl;
 pub mod repack;
+pub mod speed;
 
 use crate::child::Measured;
 use crate::stats::median;

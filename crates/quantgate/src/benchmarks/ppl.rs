@@ -1,21 +1,34 @@
 //! `bench ppl`: `eval ppl` next to llama-perplexity on the same file and settings, each run a
-//! child process of its own, arms alternated.
+//! child process of its own, arms alternated. Both arms' `Final estimate` is kept, so the PPLs
+//! are compared in the same run as the speeds.
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 
 use crate::child::{run_measured, Measured};
+
+/// One run of one arm.
+#[derive(Clone, Debug)]
+pub struct PplRun {
+    /// Wall time, peak RSS.
+    pub measured: Measured,
+    /// `Final estimate: PPL = …` as printed (without the prefix), e.g. `29.3414 +/- 1.40787`.
+    pub estimate: String,
+    /// The arm's `system_info:` line (llama-perplexity) or `runtime:` line (quantgate): the
+    /// kernels that ran.
+    pub kernels: String,
+}
 
 /// The runs of both arms.
 #[derive(Clone, Debug)]
 pub struct PplBench {
     /// `quantgate eval ppl`, one entry per repetition.
-    pub ours: Vec<Measured>,
+    pub ours: Vec<PplRun>,
     /// `llama-perplexity` (empty without a peer).
-    pub peer: Vec<Measured>,
+    pub peer: Vec<PplRun>,
     /// Tokens per run: chunks × 512.
     pub tokens: usize,
 }
@@ -23,14 +36,13 @@ pub struct PplBench {
 /// Runs `exe eval ppl MODEL -f TEXT -c 512 --chunks N -t T` and, when given,
 /// `peer -m MODEL …` with the same arguments, `reps` times alternated.
 ///
-/// Errors: a child cannot start or fails.
+/// Errors: a child cannot start or fails, or prints no `Final estimate`.
 pub fn run(
     exe: &Path,
     peer: Option<&Path>,
     model: &Path,
     text: &Path,
-    chunks: usize,
-    threads: i32,
+    (chunks, threads): (usize, i32),
     reps: usize,
 ) -> Result<PplBench> {
     // The same model, text and settings for both arms (llama-perplexity takes -m MODEL).
@@ -45,26 +57,16 @@ pub fn run(
         "-t".into(),
         threads.to_string().into(),
     ];
+    let tmp = tempfile::tempdir()?;
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..reps {
-        let m = run_measured(
-            Command::new(exe)
-                .args(["eval", "ppl"])
-                .args(&args)
-                .stdout(Stdio::null()),
-        )?;
-        ensure!(m.exit_code == Some(0), "eval ppl failed: {m:?}");
-        ours.push(m);
+        let mut c = Command::new(exe);
+        c.args(["eval", "ppl"]).args(&args);
+        ours.push(one(&mut c, tmp.path(), "runtime:")?);
         if let Some(p) = peer {
-            let m = run_measured(
-                Command::new(p)
-                    .arg("-m")
-                    .args(&args)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null()),
-            )?;
-            ensure!(m.exit_code == Some(0), "{} failed: {m:?}", p.display());
-            theirs.push(m);
+            let mut c = Command::new(p);
+            c.arg("-m").args(&args);
+            theirs.push(one(&mut c, tmp.path(), "system_info:")?);
         }
     }
     Ok(PplBench {
@@ -72,4 +74,40 @@ pub fn run(
         peer: theirs,
         tokens: chunks * 512,
     })
+}
+
+/// Runs `cmd` measured, its stdout and stderr into files in `tmp`; reads back the estimate and
+/// the line starting with `kernels_tag`.
+fn one(cmd: &mut Command, tmp: &Path, kernels_tag: &str) -> Result<PplRun> {
+    let (o, e) = (tmp.join("stdout"), tmp.join("stderr"));
+    cmd.stdout(std::fs::File::create(&o)?)
+        .stderr(std::fs::File::create(&e)?);
+    let measured = run_measured(cmd)?;
+    let text = std::fs::read_to_string(&o)? + &std::fs::read_to_string(&e)?;
+    ensure!(
+        measured.exit_code == Some(0),
+        "{cmd:?} failed ({measured:?}): {}",
+        tail(&text)
+    );
+    let estimate = text
+        .lines()
+        // llama-perplexity's log lines may share a line with its progress output.
+        .find_map(|l| l.split_once("Final estimate: PPL = ").map(|(_, v)| v))
+        .with_context(|| format!("{cmd:?} printed no `Final estimate`: {}", tail(&text)))?
+        .trim()
+        .to_string();
+    let kernels = text
+        .lines()
+        .find_map(|l| l.find(kernels_tag).map(|i| l[i..].trim().to_string()))
+        .unwrap_or_default();
+    Ok(PplRun {
+        measured,
+        estimate,
+        kernels,
+    })
+}
+
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(5)..].join("\n")
 }

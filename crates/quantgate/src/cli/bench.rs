@@ -39,30 +39,35 @@ pub enum BenchCommand {
         #[arg(long, value_delimiter = ',')]
         types: Vec<String>,
     },
-    /// `convert` wall time and peak RSS (each run a child process of its own), ours vs llama.cpp's
-    /// convert_hf_to_gguf.py when Python with torch and the script are available.
+    /// `convert` wall time and peak RSS next to the I/O floor (`cp` + `sync` of the source)
+    /// and llama.cpp's convert_hf_to_gguf.py (when a Python with torch is present), arms
+    /// alternated, each a child process of its own; then our tensors against the peer's.
     Convert {
         /// HF folder to convert.
         hf_dir: PathBuf,
         /// Output type.
         #[arg(long, default_value = "f16")]
         outtype: String,
-        /// Path of llama.cpp's convert_hf_to_gguf.py (with its gguf-py and conversion packages).
+        /// convert_hf_to_gguf.py to run (default: the llama-cpp-python 0.3.36 sdist's, cached).
         #[arg(long)]
         peer_script: Option<PathBuf>,
+        /// Python for the peer (default: the cache's venv-torch, else python3).
+        #[arg(long)]
+        python: Option<PathBuf>,
         /// Repetitions per arm, alternated (median reported).
         #[arg(long, default_value_t = 3)]
         reps: usize,
     },
-    /// `eval ppl` wall time, tokens/s and peak RSS against llama-perplexity on the same file and
-    /// settings, arms alternated in one run, each a child process of its own.
+    /// `eval ppl` wall time, tokens/s, peak RSS and PPL against llama-perplexity built with
+    /// llama.cpp's default CMake (built on first use, see `benchmarks::peer`), arms alternated
+    /// in one run, each a child process of its own.
     Ppl {
         /// The GGUF model.
         model: PathBuf,
         /// Text file.
         #[arg(short = 'f', long)]
         file: PathBuf,
-        /// Path of a llama-perplexity binary (not part of this project).
+        /// A llama-perplexity binary to use instead of the default-CMake build.
         #[arg(long)]
         peer: Option<PathBuf>,
         /// Chunks.
@@ -72,8 +77,32 @@ pub enum BenchCommand {
         #[arg(short = 't', long, default_value_t = 2)]
         threads: i32,
         /// Repetitions per arm.
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = 3)]
         reps: usize,
+    },
+    /// pp512/tg128 of `eval bench` against llama-bench built with llama.cpp's default CMake,
+    /// rounds alternated in one run, each arm a child process of its own (peak RSS).
+    Eval {
+        /// The GGUF model.
+        model: PathBuf,
+        /// A llama-bench binary to use instead of the default-CMake build.
+        #[arg(long)]
+        peer: Option<PathBuf>,
+        /// Prompt tokens (pp test).
+        #[arg(short = 'p', long, default_value_t = 512)]
+        n_prompt: usize,
+        /// Generated tokens (tg test).
+        #[arg(short = 'n', long, default_value_t = 128)]
+        n_gen: usize,
+        /// Repetitions per child (as llama-bench -r).
+        #[arg(short = 'r', long, default_value_t = 5)]
+        reps: usize,
+        /// Alternated rounds (median reported).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Threads.
+        #[arg(short = 't', long, default_value_t = 2)]
+        threads: i32,
     },
     /// Wall time of `inspect` (open, validate, sha256, report) without --check-dequant.
     Inspect {
@@ -103,8 +132,9 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<Status> {
             hf_dir,
             outtype,
             peer_script,
+            python,
             reps,
-        } => convert(&hf_dir, &outtype, peer_script.as_deref(), reps),
+        } => convert(&hf_dir, &outtype, (python, peer_script), reps),
         BenchCommand::Ppl {
             model,
             file,
@@ -112,7 +142,16 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<Status> {
             chunks,
             threads,
             reps,
-        } => ppl(&model, &file, peer.as_deref(), chunks, threads, reps),
+        } => ppl(&model, &file, peer, (chunks, threads), reps),
+        BenchCommand::Eval {
+            model,
+            peer,
+            n_prompt,
+            n_gen,
+            reps,
+            rounds,
+            threads,
+        } => speed(&model, peer, (n_prompt, n_gen), (reps, rounds, threads)),
         BenchCommand::Inspect { files, reps } => inspect(&files, reps),
     }
 }
@@ -168,63 +207,210 @@ fn dequant(elements: usize, reps: usize, json: bool, types: &[String]) -> anyhow
     Ok(Status::Success)
 }
 
-fn convert(hf: &Path, outtype: &str, peer: Option<&Path>, reps: usize) -> anyhow::Result<Status> {
+fn convert(
+    hf: &Path,
+    outtype: &str,
+    (python, script): (Option<PathBuf>, Option<PathBuf>),
+    reps: usize,
+) -> anyhow::Result<Status> {
     at_least_one_rep(reps)?;
+    let cache = benchmarks::peer::cache_dir()?;
+    let script = match script {
+        Some(s) => s,
+        None => benchmarks::peer::convert_script(&cache, &mut |m| eprintln!("{m}"))?,
+    };
+    let python = python.unwrap_or_else(|| benchmarks::peer::python(&cache));
     let exe = std::env::current_exe()?;
-    let b = benchmarks::convert::run(&exe, hf, outtype, peer, reps)?;
-    match &b.peer {
-        Peer::NotFound(p) => println!("peer: {} not found", p.display()),
-        Peer::NoTorch => println!("peer: Python with torch and numpy is not available; convert_hf_to_gguf.py cannot run here"),
-        Peer::NotGiven => println!(
-            "peer: no --peer-script given (llama.cpp's convert_hf_to_gguf.py; needs torch)"
-        ),
-        Peer::Ran(_) => {}
-    }
-    let (ow, orss) = summarize(&b.ours);
-    println!("ours:  convert {} --outtype {outtype}: median wall {ow:.3} s, peak RSS {:.1} MiB ({reps} runs)", hf.display(), orss / 1024.0);
-    if !b.peer_runs.is_empty() {
-        let (tw, trss) = summarize(&b.peer_runs);
+    let b = benchmarks::convert::run(&exe, hf, outtype, (&python, &script), reps)?;
+    let mib = |kib: f64| kib / 1024.0;
+    println!(
+        "bench convert: {} → --outtype {outtype} · source {:.1} MB · {reps} alternated runs per arm (medians) · {} threads",
+        hf.display(),
+        b.source_bytes as f64 / 1e6,
+        rayon::current_num_threads()
+    );
+    println!("| arm | wall s | MB/s of source | peak RSS MiB | wall / floor |\n|---|---:|---:|---:|---:|");
+    let (fw, _) = summarize(&b.floor);
+    let row = |name: &str, runs: &[quantgate::child::Measured]| -> (f64, f64) {
+        let (w, rss) = summarize(runs);
         println!(
-            "peer:  convert_hf_to_gguf.py: median wall {tw:.3} s, peak RSS {:.1} MiB",
-            trss / 1024.0
+            "| {name} | {w:.3} | {:.1} | {:.1} | {:.2} |",
+            b.source_bytes as f64 / 1e6 / w,
+            mib(rss),
+            w / fw
         );
+        (w, rss)
+    };
+    row("floor: cp + sync of the source", &b.floor);
+    let (ow, orss) = row("ours: quantgate convert", &b.ours);
+    let limit = b.largest_tensor as f64 / 1048576.0 + 64.0;
+    println!(
+        "ours: {:.2}× the floor (goal <= 1.3: {}); peak RSS {:.1} MiB vs largest tensor + 64 MiB = {limit:.1} MiB ({})",
+        ow / fw,
+        met(ow / fw <= 1.3),
+        mib(orss),
+        met(mib(orss) <= limit)
+    );
+    match &b.peer {
+        Peer::NoTorch(py) => println!(
+            "peer: {} has no torch; convert_hf_to_gguf.py not run",
+            py.display()
+        ),
+        Peer::Ran(py) => {
+            let (pw, prss) = row(
+                &format!("peer: convert_hf_to_gguf.py ({})", script.display()),
+                &b.peer_runs,
+            );
+            println!(
+                "peer: run by {}; ours is {:.2}× faster with {:.2} of its peak RSS",
+                py.display(),
+                pw / ow,
+                orss / prss
+            );
+        }
+    }
+    if let Some(t) = &b.tensors {
         println!(
-            "ratio: {:.1}x faster (goal >= 10x), peak RSS {:.2} of the peer's (goal <= 0.33)",
-            tw / ow,
-            orss / trss
+            "tensors vs the peer's: {} byte-identical, {} differing {:?}",
+            t.identical,
+            t.differing.len(),
+            t.differing.iter().take(5).collect::<Vec<_>>()
         );
     }
     Ok(Status::Success)
 }
 
+/// The peer binary `pick`ed from the default-CMake build (built on first use), or `given`;
+/// with the line naming it.
+fn peer_tool(
+    given: Option<PathBuf>,
+    pick: fn(&benchmarks::peer::PeerBuild) -> PathBuf,
+) -> anyhow::Result<(PathBuf, String)> {
+    if let Some(p) = given {
+        let d = format!("{} (given with --peer; build flags unknown)", p.display());
+        return Ok((p, d));
+    }
+    let cache = benchmarks::peer::cache_dir()?;
+    let b = benchmarks::peer::ensure(&cache, &mut |m| eprintln!("{m}"))?;
+    let d = format!("{} (built in {:.0} s)", b.description, b.build_s);
+    Ok((pick(&b), d))
+}
+
 fn ppl(
     model: &Path,
     file: &Path,
-    peer: Option<&Path>,
-    chunks: usize,
-    threads: i32,
+    peer: Option<PathBuf>,
+    (chunks, threads): (usize, i32),
     reps: usize,
 ) -> anyhow::Result<Status> {
     at_least_one_rep(reps)?;
+    let (peer, built) = peer_tool(peer, |b| b.perplexity.clone())?;
     let exe = std::env::current_exe()?;
-    let b = benchmarks::ppl::run(&exe, peer, model, file, chunks, threads, reps)?;
-    let show = |name: &str, v: &[quantgate::child::Measured]| -> (f64, f64) {
-        let med = median(&v.iter().map(|m| m.wall_s).collect::<Vec<_>>());
-        let rss = v.iter().map(|m| m.max_rss_kib).max().unwrap_or(0) as f64 / 1024.0;
+    let b = benchmarks::ppl::run(&exe, Some(&peer), model, file, (chunks, threads), reps)?;
+    println!("bench ppl: {} · {chunks} chunks × 512 · {threads} threads · {reps} alternated runs per arm", model.display());
+    println!("ours: quantgate eval ppl · {}", b.ours[0].kernels);
+    println!(
+        "peer: llama-perplexity · {built}\n      {}",
+        b.peer[0].kernels
+    );
+    println!("| arm | median wall s | tokens/s (incl. load) | peak RSS MiB | Final estimate PPL |\n|---|---:|---:|---:|---|");
+    let row = |name: &str, v: &[benchmarks::ppl::PplRun]| -> (f64, f64) {
+        let med = median(&v.iter().map(|r| r.measured.wall_s).collect::<Vec<_>>());
+        let rss = v.iter().map(|r| r.measured.max_rss_kib).max().unwrap_or(0) as f64 / 1024.0;
         println!(
-            "{name}: median wall {med:.2} s ({:.1} tokens/s incl. load), peak RSS {rss:.1} MiB",
-            b.tokens as f64 / med
+            "| {name} | {med:.2} | {:.1} | {rss:.1} | {} |",
+            b.tokens as f64 / med,
+            v[0].estimate
         );
         (med, rss)
     };
-    println!("bench ppl: {chunks} chunks × 512, {threads} threads, {reps} alternated runs per arm");
-    let (ow, orss) = show("ours (quantgate eval ppl)", &b.ours);
-    if !b.peer.is_empty() {
-        let (tw, trss) = show("peer (llama-perplexity)", &b.peer);
-        println!("ratio: tokens/s {:.3} of the peer's (goal >= 0.95); peak RSS {:.3} of the peer's (goal within 10%)", tw / ow, orss / trss);
+    let (ow, orss) = row("ours", &b.ours);
+    let (tw, trss) = row("peer", &b.peer);
+    let same = b
+        .ours
+        .iter()
+        .chain(&b.peer)
+        .all(|r| r.estimate == b.ours[0].estimate);
+    println!(
+        "ratio ours/peer: tokens/s {:.3} (goal >= 1.0: {}); peak RSS {:.3} (goal < 1: {}); PPL {}",
+        tw / ow,
+        met(tw / ow >= 1.0),
+        orss / trss,
+        met(orss < trss),
+        if same {
+            "identical in every run"
+        } else {
+            "differs (the kernels differ; see the two lines above)"
+        }
+    );
+    Ok(Status::Success)
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok {
+        "met"
     } else {
-        println!("peer: no --peer llama-perplexity given");
+        "NOT met"
     }
+}
+
+fn speed(
+    model: &Path,
+    peer: Option<PathBuf>,
+    (n_prompt, n_gen): (usize, usize),
+    (reps, rounds, threads): (usize, usize, i32),
+) -> anyhow::Result<Status> {
+    at_least_one_rep(reps.min(rounds))?;
+    if n_prompt == 0 || n_gen == 0 {
+        return Err(usage("-p and -n must be at least 1"));
+    }
+    let (peer, built) = peer_tool(peer, |b| b.bench.clone())?;
+    let exe = std::env::current_exe()?;
+    let b = benchmarks::speed::run(
+        &exe,
+        &peer,
+        model,
+        (n_prompt, n_gen),
+        (reps, rounds, threads),
+    )?;
+    println!("bench eval: {} · {threads} threads · -r {reps} per child · {rounds} alternated rounds (medians)", model.display());
+    println!(
+        "ours: quantgate eval bench · {}",
+        llama_runtime::build_info()
+    );
+    println!("peer: llama-bench · {built}");
+    let med = |v: &[benchmarks::speed::SpeedRun], f: fn(&benchmarks::speed::SpeedRun) -> f64| {
+        median(&v.iter().map(f).collect::<Vec<_>>())
+    };
+    println!("| test | ours t/s | peer t/s | ratio | goal |\n|---|---:|---:|---:|---|");
+    for (test, f, goal) in [
+        (
+            format!("pp{n_prompt}"),
+            (|r: &benchmarks::speed::SpeedRun| r.pp_ts) as fn(&_) -> f64,
+            1.0,
+        ),
+        (
+            format!("tg{n_gen}"),
+            |r: &benchmarks::speed::SpeedRun| r.tg_ts,
+            0.95,
+        ),
+    ] {
+        let (o, t) = (med(&b.ours, f), med(&b.peer, f));
+        println!(
+            "| {test} | {o:.2} | {t:.2} | {:.3} | >= {goal}: {} |",
+            o / t,
+            met(o / t >= goal)
+        );
+    }
+    let rss = |v: &[benchmarks::speed::SpeedRun]| {
+        v.iter().map(|r| r.measured.max_rss_kib).max().unwrap_or(0) as f64 / 1024.0
+    };
+    let (o, t) = (rss(&b.ours), rss(&b.peer));
+    println!(
+        "peak RSS: ours {o:.1} MiB, peer {t:.1} MiB, ratio {:.3} (goal < 1: {})",
+        o / t,
+        met(o < t)
+    );
     Ok(Status::Success)
 }
 

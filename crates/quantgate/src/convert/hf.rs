@@ -23,6 +23,17 @@ pub enum SourceDtype {
     Other,
 }
 
+impl SourceDtype {
+    /// Bytes per element (0 for [`SourceDtype::Other`]).
+    pub fn size(self) -> usize {
+        match self {
+            SourceDtype::F32 | SourceDtype::U32 => 4,
+            SourceDtype::F16 | SourceDtype::BF16 => 2,
+            SourceDtype::Other => 0,
+        }
+    }
+}
+
 /// One tensor of the checkpoint.
 #[derive(Clone, Debug)]
 pub struct SourceTensor {
@@ -160,6 +171,22 @@ impl HfDir {
             .1
             .read_exact_at(&mut buf, t.start as u64)?;
         Ok(buf)
+    }
+
+    /// `buf.len()` bytes of `t`'s data from `offset` (relative to its start).
+    ///
+    /// Errors: the range leaves the tensor, or the shard became shorter or unreadable.
+    pub fn read_at(&self, t: &SourceTensor, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let end = offset + buf.len() as u64;
+        if end > (t.end - t.start) as u64 {
+            return Err(std::io::Error::other(format!(
+                "tensor {}: read of bytes {offset}..{end} past its end",
+                t.name
+            )));
+        }
+        self.files[t.file]
+            .1
+            .read_exact_at(buf, t.start as u64 + offset)
     }
 
     /// The shard file holding `t`.

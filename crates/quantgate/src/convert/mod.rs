@@ -11,6 +11,7 @@ pub mod generation;
 pub mod hf;
 pub mod mlx;
 pub mod rope;
+pub mod stream;
 pub mod tokenizer;
 pub mod vocab;
 
@@ -600,23 +601,58 @@ fn plain_data<'a>(
     TensorData::Deferred(Box::new(move |out| {
         // Ctrl-C: stop between tensors; the writer's temp file is removed on error.
         crate::interrupt::check().map_err(std::io::Error::other)?;
-        let mut x = hf_ref.to_f32(src)?;
-        let bad = x.iter().filter(|v| !v.is_finite()).count();
-        if bad > 0 && !allow_nonfinite {
-            return Err(std::io::Error::other(format!(
-                "{}: tensor {} ({name}): {bad} non-finite source values (NaN/Inf); refusing to \
-                 write them (--allow-nonfinite keeps them, recorded in the file)",
-                hf_ref.file_of(src).display(),
-                src.name
-            )));
+        if ty == GgmlType::Q8_0 {
+            let mut x = hf_ref.to_f32(src)?;
+            nonfinite_guard(hf_ref, src, &name, count_nonfinite(&x), allow_nonfinite)?;
+            if let Some(heads) = permute {
+                x = permute_qk(&x, rows, heads);
+            }
+            return out.write_all(&encode_plain(ty, &x, &name, &uf)?);
         }
-        if let Some(heads) = permute {
-            // A 1-D bias has one value per row (ne[0] rows of length 1).
-            x = permute_qk(&x, rows, heads);
+        let perm = permute.map(|h| (rows, h));
+        let c = stream::convert(hf_ref, src, ty, (rows, perm), out, &mut |c| {
+            nonfinite_guard(hf_ref, src, &name, c.nonfinite, allow_nonfinite)?;
+            overflow_guard(&name, c.overflow)
+        })?;
+        if c.underflow > 0 {
+            uf.borrow_mut().push((name.clone(), c.underflow));
         }
-        let buf = encode_plain(ty, &x, &name, &uf)?;
-        out.write_all(&buf)
+        Ok(())
     }))
+}
+
+fn count_nonfinite(x: &[f32]) -> usize {
+    x.iter().filter(|v| !v.is_finite()).count()
+}
+
+/// Refuses `bad` non-finite source values unless `--allow-nonfinite`.
+fn nonfinite_guard(
+    hf: &HfDir,
+    src: &hf::SourceTensor,
+    name: &str,
+    bad: usize,
+    allow: bool,
+) -> std::io::Result<()> {
+    if bad > 0 && !allow {
+        return Err(std::io::Error::other(format!(
+            "{}: tensor {} ({name}): {bad} non-finite source values (NaN/Inf); refusing to \
+             write them (--allow-nonfinite keeps them, recorded in the file)",
+            hf.file_of(src).display(),
+            src.name
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses finite values beyond the f16 range (they would be written as inf).
+fn overflow_guard(name: &str, overflow: usize) -> std::io::Result<()> {
+    if overflow > 0 {
+        return Err(std::io::Error::other(format!(
+            "tensor {name}: {overflow} finite values exceed the f16 range (|x| > 65504); \
+             refusing to write inf — use --outtype f32 or bf16"
+        )));
+    }
+    Ok(())
 }
 
 /// Encodes `x` as `ty`, refusing f16 overflow and recording f16 underflow in `uf`.

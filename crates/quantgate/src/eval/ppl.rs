@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
 use llama_runtime::{Context, ContextParams, Model};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// Settings that change the result (all recorded).
@@ -91,7 +92,7 @@ pub fn scored_chunks(
     n_chunk: usize,
     n_ubatch: usize,
     threads: i32,
-    mut f: impl FnMut(usize, &[Vec<f32>]) -> Result<()>,
+    mut f: impl FnMut(usize, &[&[f32]]) -> Result<()>,
 ) -> Result<()> {
     let mut ctx = Context::new(
         model,
@@ -104,7 +105,7 @@ pub fn scored_chunks(
         if model.add_bos() {
             chunk[0] = model.bos();
         }
-        let logits = ctx.logits_from(&chunk, first)?;
+        let logits = ctx.logits_view_from(&chunk, first)?;
         f(i, &logits[..n_ctx - 1 - first])?;
     }
     Ok(())
@@ -177,9 +178,15 @@ pub fn perplexity(
         n_ubatch,
         p.threads,
         |i, rows| {
-            for (k, l) in rows.iter().enumerate() {
-                let y = tokens[i * n_ctx + first + k + 1] as usize;
-                let v = nll(l, y);
+            // Each position on its own core (llama-perplexity's process_logits also splits
+            // them over threads); summed afterwards in position order, so the sums are those
+            // of a sequential loop.
+            let nlls: Vec<f64> = rows
+                .par_iter()
+                .enumerate()
+                .map(|(k, l)| nll(l, tokens[i * n_ctx + first + k + 1] as usize))
+                .collect();
+            for v in nlls {
                 sum += v;
                 sum2 += v * v;
                 count += 1;

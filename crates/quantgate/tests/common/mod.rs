@@ -82,9 +82,17 @@ pub fn protocol(name: &str) -> PathBuf {
     repo().join("protocols").join(name)
 }
 
-/// The `quantgate` binary under test.
+/// The ggml CPU variant the tests' recorded llama.cpp figures were measured with (llama-perplexity
+/// built with haswell-level kernels: AVX2, FMA, F16C). A host's best variant differs by machine,
+/// and the figures differ by variant in the last digits.
+pub const TEST_CPU_VARIANT: &str = "haswell";
+
+/// The `quantgate` binary under test, pinned to [`TEST_CPU_VARIANT`] (a test overrides it with
+/// its own `.env`).
 pub fn qg() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_quantgate"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_quantgate"));
+    c.env(llama_runtime::CPU_VARIANT_ENV, TEST_CPU_VARIANT);
+    c
 }
 
 /// Converts `dir` to `out` as `outtype`; panics on error.
