@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# Benchmarks (figures and ratios against the named peer, measured side by side in one run):
-# dequantization throughput ours vs ggml's to_float, and inspect wall time on real files.
+# Benchmarks: figures and ratios against the named peer, measured side by side in one run (never
+# timed tests). The peers are llama.cpp's own tools built with its default CMake from the
+# sources quantgate pins (built on first use into ~/.cache/quantgate/peer, minutes on 2 cores),
+# and convert_hf_to_gguf.py when ~/.cache/quantgate/venv-torch has torch
+# (scripts/record-peer-keys.sh makes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/fetch-models.sh
+scripts/build-smollm2-fixture.sh
 cargo build --release --quiet
-./target/release/quantgate bench dequant "$@"
-./target/release/quantgate bench inspect .cache/models/*.gguf
+qg=./target/release/quantgate
+model=.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
+$qg bench ppl "$model" -f ../shared/data/wiki.test.raw --chunks 16 --reps 3
+$qg bench eval "$model"
+$qg bench convert .cache/hf/SmolLM2-135M-Instruct --outtype f16 --reps 3
+$qg bench dequant "$@"
+$qg bench inspect .cache/models/*.gguf

@@ -243,12 +243,12 @@ impl<'a> GgufWriter<'a> {
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
             .tempfile_in(dir)
             .map_err(io)?;
-        let mut buf = BufWriter::with_capacity(1 << 20, tmp);
+        let mut buf = BufWriter::with_capacity(1 << 20, Writeback::new(tmp));
         let summary = self.write_to(&mut buf).map_err(|e| match e {
             Error::Io { cause, .. } => io(cause),
             e => e,
         })?;
-        let tmp = buf.into_inner().map_err(|e| io(e.into_error()))?;
+        let tmp = buf.into_inner().map_err(|e| io(e.into_error()))?.file;
         tmp.as_file().sync_all().map_err(io)?;
         tmp.persist(path).map_err(|e| io(e.error))?;
         // Make the rename itself durable; not all filesystems allow fsync on a directory.
@@ -256,6 +256,55 @@ impl<'a> GgufWriter<'a> {
             let _ = d.sync_all();
         }
         Ok(summary)
+    }
+}
+
+/// Starts the kernel's writeback of each finished 32 MiB window while later bytes are still
+/// being produced (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, asynchronous), so the final
+/// `fsync` waits for the last window instead of the whole file. Only a hint: durability still
+/// comes from that `fsync`.
+struct Writeback {
+    file: tempfile::NamedTempFile,
+    written: u64,
+    started: u64,
+}
+
+impl Writeback {
+    const WINDOW: u64 = 32 << 20;
+
+    fn new(file: tempfile::NamedTempFile) -> Writeback {
+        Writeback {
+            file,
+            written: 0,
+            started: 0,
+        }
+    }
+}
+
+impl Write for Writeback {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let k = self.file.write(buf)?;
+        self.written += k as u64;
+        if self.written - self.started >= Self::WINDOW {
+            use std::os::fd::AsRawFd;
+            let len = self.written - self.started;
+            // SAFETY: a valid open fd and a range inside what was written. Errors are ignored:
+            // the hint may be unsupported (the final fsync reports real I/O errors).
+            unsafe {
+                libc::sync_file_range(
+                    self.file.as_file().as_raw_fd(),
+                    self.started as libc::off64_t,
+                    len as libc::off64_t,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                );
+            }
+            self.started = self.written;
+        }
+        Ok(k)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
     }
 }
 

@@ -108,6 +108,9 @@ pub fn run(
             .arg(&copy)
             .args(&src);
         floor.push(ok(c, "cp + sync")?);
+        // Every arm writes a new file, as the floor does (replacing one frees its blocks).
+        let _ = std::fs::remove_file(&ours_out);
+        let _ = std::fs::remove_file(&peer_out);
         let mut c = Command::new(exe);
         c.arg("convert").arg(hf).arg("-o").arg(&ours_out);
         c.args(["--outtype", outtype]);
