@@ -397,6 +397,7 @@ fn verify_one(hf: &Path, gguf: &Path, threads: i32) -> Result<verify::VerifyRepo
         release: None,
         ppl_text: None,
         threads,
+        work_dir: None,
     })
 }
 

@@ -34,6 +34,7 @@ fn smollm2_fixture_to_f16_verifies_go_with_logits() {
         release: None,
         ppl_text: None,
         threads: 2,
+        work_dir: None,
     })
     .unwrap();
     assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
@@ -82,6 +83,7 @@ fn smollm2_fixture_to_f16_verifies_go_with_logits() {
         release: None,
         ppl_text: None,
         threads: 2,
+        work_dir: None,
     })
     .unwrap();
     assert_eq!(r.verdict, Verdict::NoGo);

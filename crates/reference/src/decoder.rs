@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use candle_core::{DType, Device, Tensor, D};
-use candle_nn::{embedding, linear_b, linear_no_bias, Embedding, Linear, Module, VarBuilder};
+use candle_nn::{linear_b, linear_no_bias, Embedding, Linear, Module, VarBuilder};
 
 use crate::{read_json, var_builder, RefError, Result};
 
@@ -81,13 +81,14 @@ struct Layer {
     down: Linear,
 }
 
-/// A loaded decoder.
+/// A decoder whose weights stay where they are (memory-mapped safetensors, or a caller's
+/// backend) until a forward pass reads them, one layer at a time.
 pub struct Decoder {
     cfg: DecoderConfig,
-    embed: Embedding,
-    layers: Vec<Layer>,
-    norm: Tensor,
-    lm_head: Tensor,
+    /// The root builder (`lm_head.weight` lives here).
+    root: VarBuilder<'static>,
+    /// The builder under the model prefix (`model.` or none).
+    m: VarBuilder<'static>,
 }
 
 /// Output of one forward pass.
@@ -98,104 +99,102 @@ pub struct DecoderOutput {
     pub logits: Tensor,
 }
 
-impl Decoder {
-    /// Loads config.json and the safetensors of `dir` (with or without a `model.` prefix).
-    /// An MLX affine-quantized folder (config.json `quantization`) is dequantized to f32 by
-    /// [`crate::mlx`].
-    pub fn load(dir: &Path) -> Result<Decoder> {
-        let cfg_path = dir.join("config.json");
-        let cfg = DecoderConfig::from_json(&cfg_path)?;
-        let raw = read_json(&cfg_path)?;
-        let vb = if crate::mlx::is_mlx_quantized(&raw) {
-            crate::mlx::var_builder(dir, &raw)?
-        } else {
-            var_builder(dir)?
-        };
-        Self::from_vb(cfg, vb)
-    }
+/// Per-sequence constants of a forward: RoPE tables and the causal mask.
+struct SeqTables {
+    cos: Tensor,
+    sin: Tensor,
+    mask: Tensor,
+}
 
-    /// config.json of `dir` with the weights given as f32 tensors under their HF names (e.g.
-    /// the values a GGUF stores, dequantized). Errors: a missing tensor or wrong shape.
-    pub fn from_tensors(
-        dir: &Path,
-        tensors: std::collections::HashMap<String, Tensor>,
-    ) -> Result<Decoder> {
-        let cfg = DecoderConfig::from_json(&dir.join("config.json"))?;
-        let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
-        Self::from_vb(cfg, vb)
-    }
-
-    fn from_vb(cfg: DecoderConfig, root: VarBuilder) -> Result<Decoder> {
-        let m = if root.contains_tensor("model.embed_tokens.weight") {
-            root.pp("model")
-        } else {
-            root.clone()
-        };
+impl Layer {
+    /// Reads layer `l`'s weights as f32, checking every shape against the config (the FFN
+    /// width from `mlp.gate_proj.weight`).
+    fn load(l: VarBuilder, cfg: &DecoderConfig) -> Result<Layer> {
         let (h, hd) = (cfg.hidden_size, cfg.head_dim);
         let (nh, nkv) = (cfg.num_attention_heads, cfg.num_key_value_heads);
-        let emb_w = m.get_unchecked_dtype("embed_tokens.weight", DType::F32)?;
-        let n_vocab = emb_w.dim(0)?;
-        let embed = embedding(n_vocab, h, m.pp("embed_tokens"))?;
-        let n_ff = m
-            .get_unchecked_dtype("layers.0.mlp.gate_proj.weight", DType::F32)?
+        let a = l.pp("self_attn");
+        let mlp = l.pp("mlp");
+        let n_ff = mlp
+            .get_unchecked_dtype("gate_proj.weight", DType::F32)?
             .dim(0)?;
         let lin = |vb: VarBuilder, i: usize, o: usize, bias: bool| -> Result<Linear> {
             Ok(linear_b(i, o, bias, vb)?)
         };
-        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
-        for i in 0..cfg.num_hidden_layers {
-            let l = m.pp(format!("layers.{i}"));
-            let a = l.pp("self_attn");
-            let mlp = l.pp("mlp");
-            layers.push(Layer {
-                attn_norm: l.get(h, "input_layernorm.weight")?,
-                q: lin(a.pp("q_proj"), h, nh * hd, cfg.qkv_bias)?,
-                k: lin(a.pp("k_proj"), h, nkv * hd, cfg.qkv_bias)?,
-                v: lin(a.pp("v_proj"), h, nkv * hd, cfg.qkv_bias)?,
-                o: linear_no_bias(nh * hd, h, a.pp("o_proj"))?,
-                q_norm: if cfg.qk_norm {
-                    Some(a.get(hd, "q_norm.weight")?)
-                } else {
-                    None
-                },
-                k_norm: if cfg.qk_norm {
-                    Some(a.get(hd, "k_norm.weight")?)
-                } else {
-                    None
-                },
-                ffn_norm: l.get(h, "post_attention_layernorm.weight")?,
-                gate: linear_no_bias(h, n_ff, mlp.pp("gate_proj"))?,
-                up: linear_no_bias(h, n_ff, mlp.pp("up_proj"))?,
-                down: linear_no_bias(n_ff, h, mlp.pp("down_proj"))?,
-            });
-        }
-        let norm = m.get(h, "norm.weight")?;
-        let lm_head = if !cfg.tie_word_embeddings && root.contains_tensor("lm_head.weight") {
-            root.get((n_vocab, h), "lm_head.weight")?
-        } else {
-            emb_w
+        let norm = |vb: &VarBuilder, name: &str| -> Result<Option<Tensor>> {
+            Ok(if cfg.qk_norm {
+                Some(vb.get(hd, name)?)
+            } else {
+                None
+            })
         };
-        Ok(Decoder {
-            cfg,
-            embed,
-            layers,
-            norm,
-            lm_head,
+        Ok(Layer {
+            attn_norm: l.get(h, "input_layernorm.weight")?,
+            q: lin(a.pp("q_proj"), h, nh * hd, cfg.qkv_bias)?,
+            k: lin(a.pp("k_proj"), h, nkv * hd, cfg.qkv_bias)?,
+            v: lin(a.pp("v_proj"), h, nkv * hd, cfg.qkv_bias)?,
+            o: linear_no_bias(nh * hd, h, a.pp("o_proj"))?,
+            q_norm: norm(&a, "q_norm.weight")?,
+            k_norm: norm(&a, "k_norm.weight")?,
+            ffn_norm: l.get(h, "post_attention_layernorm.weight")?,
+            gate: linear_no_bias(h, n_ff, mlp.pp("gate_proj"))?,
+            up: linear_no_bias(h, n_ff, mlp.pp("up_proj"))?,
+            down: linear_no_bias(n_ff, h, mlp.pp("down_proj"))?,
         })
     }
 
-    /// Runs one sequence (positions 0..n, causal attention).
-    pub fn forward(&self, ids: &[u32]) -> Result<DecoderOutput> {
-        let dev = Device::Cpu;
-        let n = ids.len();
-        let cfg = &self.cfg;
+    /// `x` `[n, hidden]` through attention and FFN with their residuals.
+    fn forward(&self, x: &Tensor, t: &SeqTables, cfg: &DecoderConfig) -> Result<Tensor> {
+        let n = x.dim(0)?;
         let (nh, nkv, hd) = (
             cfg.num_attention_heads,
             cfg.num_key_value_heads,
             cfg.head_dim,
         );
         let eps = cfg.rms_norm_eps as f32;
-        // RoPE tables: angle[p, i] = p · θ^(−2i/hd), i < hd/2 (HF rotate-half layout).
+        let scale = 1.0 / (hd as f64).sqrt();
+        let a = candle_nn::ops::rms_norm(x, &self.attn_norm, eps)?;
+        // [n, heads·hd] → [1, heads, n, hd]
+        let heads = |t: Tensor, k: usize| -> Result<Tensor> {
+            Ok(t.reshape((n, k, hd))?
+                .transpose(0, 1)?
+                .contiguous()?
+                .unsqueeze(0)?)
+        };
+        let mut q = heads(self.q.forward(&a)?, nh)?;
+        let mut k = heads(self.k.forward(&a)?, nkv)?;
+        let v = heads(self.v.forward(&a)?, nkv)?;
+        if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
+            q = candle_nn::ops::rms_norm(&q, qn, eps)?;
+            k = candle_nn::ops::rms_norm(&k, kn, eps)?;
+        }
+        let q = candle_nn::rotary_emb::rope(&q.contiguous()?, &t.cos, &t.sin)?;
+        let k = candle_nn::rotary_emb::rope(&k.contiguous()?, &t.cos, &t.sin)?;
+        // Grouped-query attention: each kv head serves nh/nkv query heads.
+        let rep = nh / nkv;
+        let expand = |t: Tensor| -> Result<Tensor> {
+            Ok(t.squeeze(0)?
+                .unsqueeze(1)?
+                .expand((nkv, rep, n, hd))?
+                .reshape((nh, n, hd))?)
+        };
+        let (q, k, v) = (q.squeeze(0)?, expand(k)?, expand(v)?);
+        let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&t.mask)?;
+        let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
+        let ctx = probs.matmul(&v)?.transpose(0, 1)?.reshape((n, nh * hd))?;
+        let x = (x + self.o.forward(&ctx)?)?;
+        let f = candle_nn::ops::rms_norm(&x, &self.ffn_norm, eps)?;
+        let g = candle_nn::ops::silu(&self.gate.forward(&f)?)?;
+        let ff = self.down.forward(&(g * self.up.forward(&f)?)?)?;
+        Ok((x + ff)?)
+    }
+}
+
+impl SeqTables {
+    /// RoPE tables (angle[p, i] = p · θ^(−2i/hd), i < hd/2: HF's rotate-half layout) and the
+    /// causal mask for positions 0..n.
+    fn new(n: usize, cfg: &DecoderConfig) -> Result<SeqTables> {
+        let dev = Device::Cpu;
+        let hd = cfg.head_dim;
         let inv: Vec<f32> = (0..hd / 2)
             .map(|i| (1.0 / cfg.rope_theta.powf(2.0 * i as f64 / hd as f64)) as f32)
             .collect();
@@ -204,52 +203,229 @@ impl Decoder {
             .to_dtype(DType::F32)?
             .reshape((n, 1))?;
         let angles = pos.broadcast_mul(&inv)?;
-        let (cos, sin) = (angles.cos()?, angles.sin()?);
         let mask: Vec<f32> = (0..n)
             .flat_map(|i| (0..n).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 }))
             .collect();
-        let mask = Tensor::from_vec(mask, (n, n), &dev)?;
-        let ids_t = Tensor::new(ids, &dev)?;
-        let mut x = self.embed.forward(&ids_t)?;
-        let scale = 1.0 / (hd as f64).sqrt();
-        for l in &self.layers {
-            let a = candle_nn::ops::rms_norm(&x, &l.attn_norm, eps)?;
-            // [n, heads·hd] → [1, heads, n, hd]
-            let heads = |t: Tensor, k: usize| -> Result<Tensor> {
-                Ok(t.reshape((n, k, hd))?
-                    .transpose(0, 1)?
-                    .contiguous()?
-                    .unsqueeze(0)?)
-            };
-            let mut q = heads(l.q.forward(&a)?, nh)?;
-            let mut k = heads(l.k.forward(&a)?, nkv)?;
-            let v = heads(l.v.forward(&a)?, nkv)?;
-            if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
-                q = candle_nn::ops::rms_norm(&q, qn, eps)?;
-                k = candle_nn::ops::rms_norm(&k, kn, eps)?;
+        Ok(SeqTables {
+            cos: angles.cos()?,
+            sin: angles.sin()?,
+            mask: Tensor::from_vec(mask, (n, n), &dev)?,
+        })
+    }
+}
+
+impl Decoder {
+    /// config.json and the safetensors of `dir` (with or without a `model.` prefix),
+    /// memory-mapped and read layer by layer during a forward. An MLX affine-quantized folder
+    /// (config.json `quantization`) is dequantized to f32 by [`crate::mlx`] up front.
+    pub fn load(dir: &Path) -> Result<Decoder> {
+        let cfg_path = dir.join("config.json");
+        let raw = read_json(&cfg_path)?;
+        let vb = if crate::mlx::is_mlx_quantized(&raw) {
+            crate::mlx::var_builder(dir, &raw)?
+        } else {
+            var_builder(dir)?
+        };
+        Self::from_var_builder(dir, vb)
+    }
+
+    /// config.json of `dir` with the weights given as f32 tensors under their HF names (e.g.
+    /// the values a GGUF stores, dequantized). Errors: a missing tensor or wrong shape, when a
+    /// forward reads it.
+    pub fn from_tensors(
+        dir: &Path,
+        tensors: std::collections::HashMap<String, Tensor>,
+    ) -> Result<Decoder> {
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
+        Self::from_var_builder(dir, vb)
+    }
+
+    /// config.json of `dir` with the weights from `vb` (any candle backend, e.g. one that
+    /// dequantizes a tensor when it is asked for), read layer by layer during a forward.
+    ///
+    /// Errors: config.json unreadable or of an unsupported architecture.
+    pub fn from_var_builder(dir: &Path, root: VarBuilder<'static>) -> Result<Decoder> {
+        let cfg = DecoderConfig::from_json(&dir.join("config.json"))?;
+        let m = if root.contains_tensor("model.embed_tokens.weight") {
+            root.pp("model")
+        } else {
+            root.clone()
+        };
+        Ok(Decoder { cfg, root, m })
+    }
+
+    /// Runs one sequence (positions 0..n, causal attention).
+    pub fn forward(&self, ids: &[u32]) -> Result<DecoderOutput> {
+        let mut out = self.forward_many(&[ids])?;
+        Ok(out.pop().expect("one output per sequence"))
+    }
+
+    /// Runs each sequence on its own (positions 0..n each, causal attention), layer by layer:
+    /// every sequence passes through layer i before layer i + 1 is read, so at most one
+    /// layer's weights (or the embedding / output matrix) are in memory as f32 at a time.
+    /// Each sequence's arithmetic is that of a forward on its own.
+    ///
+    /// Errors: a missing tensor or a shape that disagrees with config.json.
+    pub fn forward_many(&self, seqs: &[&[u32]]) -> Result<Vec<DecoderOutput>> {
+        let cfg = &self.cfg;
+        let h = cfg.hidden_size;
+        let emb_w = self
+            .m
+            .get_unchecked_dtype("embed_tokens.weight", DType::F32)?;
+        let n_vocab = emb_w.dim(0)?;
+        if emb_w.dims() != [n_vocab, h] {
+            return Err(candle_core::Error::UnexpectedShape {
+                msg: "embed_tokens.weight".into(),
+                expected: (n_vocab, h).into(),
+                got: emb_w.shape().clone(),
             }
-            let q = candle_nn::rotary_emb::rope(&q.contiguous()?, &cos, &sin)?;
-            let k = candle_nn::rotary_emb::rope(&k.contiguous()?, &cos, &sin)?;
-            // Grouped-query attention: each kv head serves nh/nkv query heads.
-            let rep = nh / nkv;
-            let expand = |t: Tensor| -> Result<Tensor> {
-                Ok(t.squeeze(0)?
-                    .unsqueeze(1)?
-                    .expand((nkv, rep, n, hd))?
-                    .reshape((nh, n, hd))?)
-            };
-            let (q, k, v) = (q.squeeze(0)?, expand(k)?, expand(v)?);
-            let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&mask)?;
-            let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
-            let ctx = probs.matmul(&v)?.transpose(0, 1)?.reshape((n, nh * hd))?;
-            x = (x + l.o.forward(&ctx)?)?;
-            let f = candle_nn::ops::rms_norm(&x, &l.ffn_norm, eps)?;
-            let g = candle_nn::ops::silu(&l.gate.forward(&f)?)?;
-            let ff = l.down.forward(&(g * l.up.forward(&f)?)?)?;
-            x = (x + ff)?;
+            .into());
         }
-        let hidden = candle_nn::ops::rms_norm(&x, &self.norm, eps)?;
-        let logits = hidden.matmul(&self.lm_head.t()?)?;
-        Ok(DecoderOutput { hidden, logits })
+        let mut xs = {
+            // Dropped after the lookup; the output matrix is read again at the end.
+            let embed = Embedding::new(emb_w, h);
+            seqs.iter()
+                .map(|ids| Ok(embed.forward(&Tensor::new(*ids, &Device::Cpu)?)?))
+                .collect::<Result<Vec<Tensor>>>()?
+        };
+        let tables = seqs
+            .iter()
+            .map(|ids| SeqTables::new(ids.len(), cfg))
+            .collect::<Result<Vec<_>>>()?;
+        for i in 0..cfg.num_hidden_layers {
+            let layer = Layer::load(self.m.pp(format!("layers.{i}")), cfg)?;
+            for (x, t) in xs.iter_mut().zip(&tables) {
+                *x = layer.forward(x, t, cfg)?;
+            }
+        }
+        let norm = self.m.get(h, "norm.weight")?;
+        let lm_head = if !cfg.tie_word_embeddings && self.root.contains_tensor("lm_head.weight") {
+            self.root.get((n_vocab, h), "lm_head.weight")?
+        } else {
+            self.m.get((n_vocab, h), "embed_tokens.weight")?
+        };
+        let eps = cfg.rms_norm_eps as f32;
+        xs.iter()
+            .map(|x| {
+                let hidden = candle_nn::ops::rms_norm(x, &norm, eps)?;
+                let logits = hidden.matmul(&lm_head.t()?)?;
+                Ok(DecoderOutput { hidden, logits })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+    use std::sync::Mutex;
+
+    fn smollm2() -> PathBuf {
+        let p =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/hf/SmolLM2-135M-Instruct");
+        assert!(
+            p.join("config.json").exists(),
+            "run scripts/build-smollm2-fixture.sh"
+        );
+        p
+    }
+
+    /// The fixture's weights, logging every tensor name read, in order.
+    struct Logged {
+        inner: VarBuilder<'static>,
+        names: Mutex<Vec<String>>,
+    }
+
+    impl candle_nn::var_builder::SimpleBackend for Logged {
+        fn get(
+            &self,
+            s: candle_core::Shape,
+            name: &str,
+            _: candle_nn::Init,
+            dtype: DType,
+            _: &Device,
+        ) -> candle_core::Result<Tensor> {
+            self.names.lock().unwrap().push(name.to_string());
+            self.inner.get(s, name)?.to_dtype(dtype)
+        }
+        fn get_unchecked(
+            &self,
+            name: &str,
+            dtype: DType,
+            _: &Device,
+        ) -> candle_core::Result<Tensor> {
+            self.names.lock().unwrap().push(name.to_string());
+            self.inner.get_unchecked_dtype(name, dtype)
+        }
+        fn contains_tensor(&self, name: &str) -> bool {
+            self.inner.contains_tensor(name)
+        }
+    }
+
+    #[test]
+    fn many_sequences_read_each_layer_once_in_order_with_unchanged_arithmetic() {
+        let dir = smollm2();
+        let seqs: [&[u32]; 3] = [&[1, 504, 3458, 30], &[1, 2], &[9, 8, 7, 6, 5, 4, 3]];
+        let log = std::sync::Arc::new(Logged {
+            inner: var_builder(&dir).unwrap(),
+            names: Mutex::new(Vec::new()),
+        });
+        struct Shared(std::sync::Arc<Logged>);
+        impl candle_nn::var_builder::SimpleBackend for Shared {
+            fn get(
+                &self,
+                s: candle_core::Shape,
+                n: &str,
+                h: candle_nn::Init,
+                d: DType,
+                dev: &Device,
+            ) -> candle_core::Result<Tensor> {
+                self.0.get(s, n, h, d, dev)
+            }
+            fn get_unchecked(
+                &self,
+                n: &str,
+                d: DType,
+                dev: &Device,
+            ) -> candle_core::Result<Tensor> {
+                self.0.get_unchecked(n, d, dev)
+            }
+            fn contains_tensor(&self, n: &str) -> bool {
+                self.0.contains_tensor(n)
+            }
+        }
+        let vb = VarBuilder::from_backend(Box::new(Shared(log.clone())), DType::F32, Device::Cpu);
+        let d = Decoder::from_var_builder(&dir, vb).unwrap();
+        let many = d.forward_many(&seqs).unwrap();
+        // Layer i's tensors are all read before layer i + 1's, each layer read once for all
+        // three sequences: llama's 9 weight tensors, plus gate_proj read first for the FFN
+        // width.
+        let names = log.names.lock().unwrap().clone();
+        let layer_of = |n: &str| -> Option<usize> {
+            n.strip_prefix("model.layers.")?
+                .split('.')
+                .next()?
+                .parse()
+                .ok()
+        };
+        let layers: Vec<usize> = names.iter().filter_map(|n| layer_of(n)).collect();
+        assert!(layers.windows(2).all(|w| w[0] <= w[1]), "{names:?}");
+        let per_layer = layers.iter().filter(|l| **l == 0).count();
+        assert_eq!(per_layer, 10, "{names:?}");
+        assert_eq!(layers.len(), 10 * d.cfg.num_hidden_layers);
+        // Each output equals the single-sequence forward, bit for bit.
+        let one = Decoder::load(&dir).unwrap();
+        for (ids, out) in seqs.iter().zip(&many) {
+            let o = one.forward(ids).unwrap();
+            assert_eq!(
+                o.logits.to_vec2::<f32>().unwrap(),
+                out.logits.to_vec2::<f32>().unwrap()
+            );
+            assert_eq!(
+                o.hidden.to_vec2::<f32>().unwrap(),
+                out.hidden.to_vec2::<f32>().unwrap()
+            );
+        }
     }
 }

@@ -6,6 +6,7 @@
 //! * [`convert`]: `convert` vs llama.cpp's `convert_hf_to_gguf.py` (wall, peak RSS).
 //! * [`ppl`]: `eval ppl` vs `llama-perplexity` (tokens/s, peak RSS).
 //! * [`speed`]: `eval bench` vs `llama-bench` (pp512/tg128, peak RSS).
+//! * [`verify`]: `verify` wall and peak RSS per model, against an earlier build.
 //! * [`repack`]: MLX repack vs a plain copy conversion (MB/s of source).
 //! * [`peer`]: llama-perplexity and llama-bench built with llama.cpp's default CMake.
 //! * [`inspect`]: `inspect` wall time on real files.
@@ -17,6 +18,7 @@ pub mod peer;
 pub mod ppl;
 pub mod repack;
 pub mod speed;
+pub mod verify;
 
 use crate::child::Measured;
 use crate::stats::median;

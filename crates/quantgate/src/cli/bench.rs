@@ -104,6 +104,25 @@ pub enum BenchCommand {
         #[arg(short = 't', long, default_value_t = 2)]
         threads: i32,
     },
+    /// `verify` wall time and peak RSS per model (each run a child process of its own), with
+    /// peak RSS against the file's size; alternated with another quantgate binary when given.
+    Verify {
+        /// HF folders, one per --gguf, in the same order.
+        #[arg(long, required = true)]
+        hf: Vec<PathBuf>,
+        /// GGUF files.
+        #[arg(long, required = true)]
+        gguf: Vec<PathBuf>,
+        /// Another quantgate binary (e.g. an earlier build) to run alternately.
+        #[arg(long)]
+        baseline_exe: Option<PathBuf>,
+        /// Repetitions per arm.
+        #[arg(long, default_value_t = 1)]
+        reps: usize,
+        /// Threads.
+        #[arg(short = 't', long, default_value_t = 2)]
+        threads: i32,
+    },
     /// Wall time of `inspect` (open, validate, sha256, report) without --check-dequant.
     Inspect {
         /// GGUF files.
@@ -153,6 +172,13 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<Status> {
             threads,
         } => speed(&model, peer, (n_prompt, n_gen), (reps, rounds, threads)),
         BenchCommand::Inspect { files, reps } => inspect(&files, reps),
+        BenchCommand::Verify {
+            hf,
+            gguf,
+            baseline_exe,
+            reps,
+            threads,
+        } => verify(&hf, &gguf, baseline_exe.as_deref(), reps, threads),
     }
 }
 
@@ -411,6 +437,54 @@ fn speed(
         o / t,
         met(o < t)
     );
+    Ok(Status::Success)
+}
+
+fn verify(
+    hf: &[PathBuf],
+    gguf: &[PathBuf],
+    baseline: Option<&Path>,
+    reps: usize,
+    threads: i32,
+) -> anyhow::Result<Status> {
+    at_least_one_rep(reps)?;
+    if hf.len() != gguf.len() {
+        return Err(usage("give one --hf per --gguf, in the same order"));
+    }
+    let pairs: Vec<(PathBuf, PathBuf)> = hf.iter().cloned().zip(gguf.iter().cloned()).collect();
+    let exe = std::env::current_exe()?;
+    let rows = benchmarks::verify::run(&exe, baseline, &pairs, reps, threads)?;
+    println!(
+        "bench verify: {threads} threads · {reps} run(s) per arm · runtime {}",
+        llama_runtime::build_info()
+    );
+    if let Some(b) = baseline {
+        println!("baseline: {}", b.display());
+    }
+    println!("| model | GGUF MiB | verdict | wall s | peak RSS MiB | RSS / GGUF | RSS − GGUF MiB (goal ≤ 1024) | baseline wall s | baseline RSS MiB |\n|---|---:|---|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        let (w, rss) = summarize(&r.ours);
+        let mib = r.file_bytes as f64 / 1048576.0;
+        let rss = rss / 1024.0;
+        let (bw, brss) = if r.baseline.is_empty() {
+            ("-".to_string(), "-".to_string())
+        } else {
+            let (bw, brss) = summarize(&r.baseline);
+            (format!("{bw:.1}"), format!("{:.0}", brss / 1024.0))
+        };
+        println!(
+            "| {} | {mib:.0} | {} | {w:.1} | {rss:.0} | {:.2} | {:.0} ({}) | {bw} | {brss} |",
+            r.gguf.display(),
+            if r.exit_code == Some(0) {
+                "GO"
+            } else {
+                "NO-GO"
+            },
+            rss / mib,
+            rss - mib,
+            met(rss - mib <= 1024.0)
+        );
+    }
     Ok(Status::Success)
 }
 

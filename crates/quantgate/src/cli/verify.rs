@@ -56,6 +56,7 @@ pub fn run(a: Args) -> anyhow::Result<Status> {
         release: a.release,
         ppl_text: a.ppl_text,
         threads: a.threads,
+        work_dir: Some(dir.clone()),
     };
     let r = verify::verify(&opts)?;
     verify::report::write(&dir, &r)?;

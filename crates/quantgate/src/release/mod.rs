@@ -267,7 +267,10 @@ fn verify_one(opts: &ReleaseOptions, g: &Path) -> Result<(ReleasedFile, f64)> {
         release: None,
         ppl_text: opts.ppl_text.clone(),
         threads: opts.threads,
+        work_dir: None,
     })?;
+    // Costs vary by run; the release's reports are a function of their inputs.
+    v.costs.clear();
     let ms = v
         .gate2_vectors
         .as_mut()

@@ -84,15 +84,20 @@ pub fn check(
     let mut bad = Vec::new();
     let (mut klds, mut dp2, mut n_dp) = (Vec::new(), 0f64, 0usize);
     let (mut per_text, mut llama_argmax) = (Vec::new(), Vec::new());
+    let mut seqs = Vec::new();
     for t in texts {
         let ids = hf.encode(t, true)?;
-        if ids.len() < 2 || ids.len() > 512 {
-            continue;
+        if (2..=512).contains(&ids.len()) {
+            seqs.push(ids);
         }
+    }
+    // The reference runs every text in one pass over its weights, layer by layer.
+    let outs = reference.forward_many(&seqs.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+    for (ids, out) in seqs.iter().zip(outs) {
         used += 1;
         let ids_i: Vec<i32> = ids.iter().map(|x| *x as i32).collect();
         let ll = ctx.logits_from(&ids_i, 0)?;
-        let rl = reference.forward(&ids)?.logits.to_vec2::<f32>()?;
+        let rl = out.logits.to_vec2::<f32>()?;
         let mut text_min = f64::INFINITY;
         for pos in 1..ids.len() {
             let (a, b) = (&rl[pos], &ll[pos]);

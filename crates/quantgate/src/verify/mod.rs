@@ -22,6 +22,7 @@ pub mod outcome;
 pub mod quality;
 pub mod report;
 pub mod requant;
+pub mod resources;
 pub mod stored;
 pub mod tokenizer;
 pub mod vectors;
@@ -130,6 +131,10 @@ pub struct VerifyOptions {
     pub ppl_text: Option<PathBuf>,
     /// Threads for llama.cpp.
     pub threads: i32,
+    /// Folder for the F32 expansion of a block-quantized file (a temp folder inside it,
+    /// removed afterwards): the report folder, on the disk the user chose. None: the system's
+    /// temp folder.
+    pub work_dir: Option<PathBuf>,
 }
 
 /// An input file and its hash.
@@ -166,6 +171,10 @@ pub struct VerifyReport {
     /// `gate2_logits` then holds the judged F32-expansion measurement).
     pub gate2_logits_as_shipped: Option<logits::LogitsReport>,
     pub gate3: Option<gate3::Gate3Report>,
+    /// Wall time and peak RSS of each gate that ran (left out of release folders, whose
+    /// reports are a function of their inputs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub costs: Vec<resources::GateCost>,
     /// Quality against the source (lossy files; reported, judged only against a declared
     /// budget).
     #[serde(default)]
@@ -283,7 +292,14 @@ fn open_sources(opts: &VerifyOptions, f: &mut Findings) -> Result<Sources> {
     };
     s.arch_mismatch = architecture_mismatch(&s);
     if !s.vocab_only && s.arch_mismatch.is_none() && expand::has_block_quantized(&s.types) {
-        let dir = tempfile::tempdir()?;
+        let dir = match &opts.work_dir {
+            Some(w) => {
+                std::fs::create_dir_all(w)
+                    .with_context(|| format!("{}: cannot create", w.display()))?;
+                tempfile::tempdir_in(w)?
+            }
+            None => tempfile::tempdir()?,
+        };
         let p = dir.path().join("f32-expansion.gguf");
         // A file our reader refuses (e.g. truncated) has no expansion; Gate 1 names the defect.
         match expand::write_f32_expansion(&opts.gguf, &p) {
@@ -839,8 +855,9 @@ fn gate2_logits(
         logits::check(&m32, &source_ref, &s.tok.tokenizer, gated, opts.threads)?
     } else {
         drop(source_ref);
-        let tensors = stored::hf_tensors(&opts.gguf, &s.hf, s.arch)?;
-        let stored_ref = reference::decoder::Decoder::from_tensors(&opts.hf_dir, tensors)?;
+        // Dequantized layer by layer while the reference runs, never all at once.
+        let vb = stored::var_builder(&opts.gguf, &s.hf, s.arch)?;
+        let stored_ref = reference::decoder::Decoder::from_var_builder(&opts.hf_dir, vb)?;
         logits::check(&m32, &stored_ref, &s.tok.tokenizer, gated, opts.threads)?
     };
     f.notes.push(format!(
@@ -990,23 +1007,29 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
     };
     let thresholds_sha256 =
         crate::hash::sha256_bytes(serde_json::to_string(&thresholds)?.as_bytes());
+    check_memory(&opts.gguf)?;
+    let mut costs = Vec::new();
     let mut inputs = vec![input_hash(&opts.gguf)?];
     let s = open_sources(opts, &mut f)?;
     inputs.extend(hash_hf_inputs(opts)?);
     // A file of another architecture than the HF folder: nothing can be compared (Gate 2
     // names the mismatch as the one blocker, instead of hundreds of Gate 1 differences).
-    let g1 = if s.arch_mismatch.is_none() {
-        gate1(opts, &s, &mut f)?
-    } else {
-        Gate1 {
-            report: gate1::Gate1Report::default(),
-            affine: None,
-            source_inconsistent: false,
+    let g1 = resources::measure(1, &mut costs, || -> Result<Gate1> {
+        if s.arch_mismatch.is_none() {
+            gate1(opts, &s, &mut f)
+        } else {
+            Ok(Gate1 {
+                report: gate1::Gate1Report::default(),
+                affine: None,
+                source_inconsistent: false,
+            })
         }
-    };
+    })?;
     let params = llama_runtime::ContextParams::embeddings(512, opts.threads);
-    let g2 = gate2(opts, &s, &g1, &params, &thresholds, &mut f)?;
-    let g3 = gate3(opts, &params, &g2, &mut f)?;
+    let g2 = resources::measure(2, &mut costs, || {
+        gate2(opts, &s, &g1, &params, &thresholds, &mut f)
+    })?;
+    let g3 = resources::measure(3, &mut costs, || gate3(opts, &params, &g2, &mut f))?;
     Ok(VerifyReport {
         verdict: Verdict::from_blockers(&f.blockers),
         blockers: f.blockers,
@@ -1028,6 +1051,40 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
         gate2_logits_as_shipped: g2.logits_as_shipped,
         quality: g2.quality,
         gate3: g3,
+        costs,
         notes: f.notes,
     })
+}
+
+/// Refuses to start when the machine's available memory is below what verify will need
+/// ([`resources::estimate_need`] on the file's tensor table).
+///
+/// Errors: the file cannot be read, or `MemAvailable` is below the estimate (both named).
+fn check_memory(gguf_path: &Path) -> Result<()> {
+    let g = gguf::Gguf::open(gguf_path)?;
+    let table: Vec<(String, u64)> = g
+        .header
+        .tensors
+        .iter()
+        .map(|t| (t.name.clone(), t.n_elements()))
+        .collect();
+    let quantized = g
+        .header
+        .tensors
+        .iter()
+        .any(|t| t.ggml_type.block_size() > 1);
+    let need = resources::estimate_need(&table, g.bytes().len() as u64, quantized);
+    if let Some(avail) = resources::mem_available() {
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        anyhow::ensure!(
+            avail >= need,
+            "{}: verify needs about {:.2} GiB of memory (the file, its largest layer in f32{}, \
+             and 0.5 GiB of working memory); this machine has {:.2} GiB available (MemAvailable)",
+            gguf_path.display(),
+            gib(need),
+            if quantized { " twice" } else { "" },
+            gib(avail)
+        );
+    }
+    Ok(())
 }

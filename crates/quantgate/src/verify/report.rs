@@ -17,8 +17,24 @@ pub fn markdown(r: &VerifyReport) -> String {
     gate2_vectors(&mut s, r);
     gate2_logits(&mut s, r);
     gate3(&mut s, r);
+    costs(&mut s, r);
     blockers_and_notes(&mut s, r);
     s
+}
+
+/// Wall time and peak RSS per gate.
+fn costs(s: &mut String, r: &VerifyReport) {
+    if r.costs.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Cost per gate\n\n| gate | wall s | peak RSS MiB (sampled every 5 ms) |\n|---|---:|---:|");
+    for c in &r.costs {
+        let _ = writeln!(
+            s,
+            "| {} | {:.2} | {:.1} |",
+            c.gate, c.wall_s, c.peak_rss_mib
+        );
+    }
 }
 
 /// The verdict, versions, thresholds, llama.cpp context and the inputs table.

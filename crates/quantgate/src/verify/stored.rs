@@ -91,6 +91,140 @@ pub fn hf_tensors(gguf_path: &Path, hf: &HfDir, a: Arch) -> Result<HashMap<Strin
     Ok(out)
 }
 
+/// Where one HF tensor's stored values are: the GGUF tensor's index, the HF shape, and the
+/// Q/K head count whose permutation to undo (llama).
+#[derive(Clone, Debug)]
+struct Slot {
+    index: usize,
+    shape: Vec<usize>,
+    unpermute: Option<usize>,
+}
+
+/// The stored values as a candle backend that dequantizes a tensor only when the reference
+/// asks for it (one layer at a time, [`reference::decoder::Decoder::forward_many`]); the
+/// values are those of [`hf_tensors`].
+struct StoredBackend {
+    g: gguf::Gguf,
+    slots: HashMap<String, Slot>,
+}
+
+impl StoredBackend {
+    fn tensor(&self, name: &str) -> candle_core::Result<Tensor> {
+        let slot = self
+            .slots
+            .get(name)
+            .ok_or_else(|| candle_core::Error::CannotFindTensor {
+                path: name.to_string(),
+            })?;
+        let t = &self.g.header.tensors[slot.index];
+        let n = t.n_elements() as usize;
+        let mut x = gguf::dequant::dequantize_to_vec(t.ggml_type, self.g.tensor_data(t), n)
+            .map_err(|e| {
+                candle_core::Error::Msg(format!(
+                    "{}: tensor {}: {e}",
+                    self.g.path().display(),
+                    t.name
+                ))
+            })?;
+        if let Some(heads) = slot.unpermute {
+            x = unpermute_qk(&x, slot.shape[0], heads);
+        }
+        Tensor::from_vec(x, slot.shape.clone(), &Device::Cpu)
+    }
+}
+
+impl candle_nn::var_builder::SimpleBackend for StoredBackend {
+    fn get(
+        &self,
+        s: candle_core::Shape,
+        name: &str,
+        _: candle_nn::Init,
+        dtype: candle_core::DType,
+        dev: &Device,
+    ) -> candle_core::Result<Tensor> {
+        let t = self.tensor(name)?;
+        if t.shape() != &s {
+            return Err(candle_core::Error::UnexpectedShape {
+                msg: format!("shape mismatch for {name}"),
+                expected: s,
+                got: t.shape().clone(),
+            });
+        }
+        t.to_device(dev)?.to_dtype(dtype)
+    }
+
+    fn get_unchecked(
+        &self,
+        name: &str,
+        dtype: candle_core::DType,
+        dev: &Device,
+    ) -> candle_core::Result<Tensor> {
+        self.tensor(name)?.to_device(dev)?.to_dtype(dtype)
+    }
+
+    fn contains_tensor(&self, name: &str) -> bool {
+        self.slots.contains_key(name)
+    }
+}
+
+/// The stored values of `gguf` under HF names as a lazily dequantizing `VarBuilder`: nothing
+/// is expanded until the reference reads a tensor, and a layer's tensors are dropped after
+/// its forward.
+///
+/// Errors: as [`hf_tensors`] for the table (a tensor the file lacks, an element count that
+/// differs from the source's); dequantization errors surface when a tensor is read.
+pub fn var_builder(
+    gguf_path: &Path,
+    hf: &HfDir,
+    a: Arch,
+) -> Result<candle_nn::VarBuilder<'static>> {
+    let g = gguf::Gguf::open(gguf_path)?;
+    let by_name: HashMap<&str, usize> = g
+        .header
+        .tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.as_str(), i))
+        .collect();
+    let mut slots = HashMap::new();
+    for src in &hf.tensors {
+        let Some(m) = arch::map_tensor(a, &src.name)? else {
+            continue;
+        };
+        let index = *by_name
+            .get(m.gguf.as_str())
+            .ok_or_else(|| anyhow!("{}: no tensor {}", gguf_path.display(), m.gguf))?;
+        let n = g.header.tensors[index].n_elements() as usize;
+        if n != src.n_elements() {
+            return Err(anyhow!(
+                "{}: tensor {} has {n} elements, the source's {} has {}",
+                gguf_path.display(),
+                m.gguf,
+                src.name,
+                src.n_elements()
+            ));
+        }
+        let unpermute = if a == Arch::Llama {
+            qk_heads(hf, &m.gguf)
+        } else {
+            None
+        };
+        slots.insert(
+            src.name.clone(),
+            Slot {
+                index,
+                shape: src.shape.clone(),
+                unpermute,
+            },
+        );
+    }
+    Ok(candle_nn::VarBuilder::from_backend(
+        Box::new(StoredBackend { g, slots }),
+        candle_core::DType::F32,
+        Device::Cpu,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

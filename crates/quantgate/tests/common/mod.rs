@@ -210,6 +210,7 @@ pub fn verify_with(hf: &Path, gguf: &Path, protocol: Option<PathBuf>) -> VerifyR
         release: None,
         ppl_text: None,
         threads: 2,
+        work_dir: None,
     })
     .unwrap()
 }
