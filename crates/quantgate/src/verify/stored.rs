@@ -51,44 +51,11 @@ fn qk_heads(hf: &HfDir, gguf_name: &str) -> Option<usize> {
 /// Errors: an unreadable file, a tensor the file lacks, a type without a dequantizer, or a
 /// shape that does not match the source's element count.
 pub fn hf_tensors(gguf_path: &Path, hf: &HfDir, a: Arch) -> Result<HashMap<String, Tensor>> {
-    let g = gguf::Gguf::open(gguf_path)?;
-    let by_name: HashMap<&str, &gguf::TensorInfo> = g
-        .header
-        .tensors
-        .iter()
-        .map(|t| (t.name.as_str(), t))
-        .collect();
-    let mut out = HashMap::new();
-    for src in &hf.tensors {
-        let Some(m) = arch::map_tensor(a, &src.name)? else {
-            continue;
-        };
-        let t = by_name
-            .get(m.gguf.as_str())
-            .ok_or_else(|| anyhow!("{}: no tensor {}", gguf_path.display(), m.gguf))?;
-        let n = t.n_elements() as usize;
-        if n != src.n_elements() {
-            return Err(anyhow!(
-                "{}: tensor {} has {n} elements, the source's {} has {}",
-                gguf_path.display(),
-                m.gguf,
-                src.name,
-                src.n_elements()
-            ));
-        }
-        let mut x = gguf::dequant::dequantize_to_vec(t.ggml_type, g.tensor_data(t), n)
-            .map_err(|e| anyhow!("{}: tensor {}: {e}", gguf_path.display(), m.gguf))?;
-        if a == Arch::Llama {
-            if let Some(heads) = qk_heads(hf, &m.gguf) {
-                x = unpermute_qk(&x, src.shape[0], heads);
-            }
-        }
-        out.insert(
-            src.name.clone(),
-            Tensor::from_vec(x, src.shape.clone(), &Device::Cpu)?,
-        );
-    }
-    Ok(out)
+    let b = StoredBackend::open(gguf_path, hf, a)?;
+    b.slots
+        .keys()
+        .map(|name| Ok((name.clone(), b.tensor(name).map_err(|e| anyhow!("{e}"))?)))
+        .collect()
 }
 
 /// Where one HF tensor's stored values are: the GGUF tensor's index, the HF shape, and the
@@ -109,6 +76,54 @@ struct StoredBackend {
 }
 
 impl StoredBackend {
+    /// The tensor table: every HF tensor the architecture maps, with its GGUF tensor.
+    ///
+    /// Errors: an unreadable file, a tensor the file lacks, or an element count that differs
+    /// from the source's.
+    fn open(gguf_path: &Path, hf: &HfDir, a: Arch) -> Result<StoredBackend> {
+        let g = gguf::Gguf::open(gguf_path)?;
+        let by_name: HashMap<&str, usize> = g
+            .header
+            .tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.as_str(), i))
+            .collect();
+        let mut slots = HashMap::new();
+        for src in &hf.tensors {
+            let Some(m) = arch::map_tensor(a, &src.name)? else {
+                continue;
+            };
+            let index = *by_name
+                .get(m.gguf.as_str())
+                .ok_or_else(|| anyhow!("{}: no tensor {}", gguf_path.display(), m.gguf))?;
+            let n = g.header.tensors[index].n_elements() as usize;
+            if n != src.n_elements() {
+                return Err(anyhow!(
+                    "{}: tensor {} has {n} elements, the source's {} has {}",
+                    gguf_path.display(),
+                    m.gguf,
+                    src.name,
+                    src.n_elements()
+                ));
+            }
+            let unpermute = if a == Arch::Llama {
+                qk_heads(hf, &m.gguf)
+            } else {
+                None
+            };
+            slots.insert(
+                src.name.clone(),
+                Slot {
+                    index,
+                    shape: src.shape.clone(),
+                    unpermute,
+                },
+            );
+        }
+        Ok(StoredBackend { g, slots })
+    }
+
     fn tensor(&self, name: &str) -> candle_core::Result<Tensor> {
         let slot = self
             .slots
@@ -178,48 +193,8 @@ pub fn var_builder(
     hf: &HfDir,
     a: Arch,
 ) -> Result<candle_nn::VarBuilder<'static>> {
-    let g = gguf::Gguf::open(gguf_path)?;
-    let by_name: HashMap<&str, usize> = g
-        .header
-        .tensors
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.name.as_str(), i))
-        .collect();
-    let mut slots = HashMap::new();
-    for src in &hf.tensors {
-        let Some(m) = arch::map_tensor(a, &src.name)? else {
-            continue;
-        };
-        let index = *by_name
-            .get(m.gguf.as_str())
-            .ok_or_else(|| anyhow!("{}: no tensor {}", gguf_path.display(), m.gguf))?;
-        let n = g.header.tensors[index].n_elements() as usize;
-        if n != src.n_elements() {
-            return Err(anyhow!(
-                "{}: tensor {} has {n} elements, the source's {} has {}",
-                gguf_path.display(),
-                m.gguf,
-                src.name,
-                src.n_elements()
-            ));
-        }
-        let unpermute = if a == Arch::Llama {
-            qk_heads(hf, &m.gguf)
-        } else {
-            None
-        };
-        slots.insert(
-            src.name.clone(),
-            Slot {
-                index,
-                shape: src.shape.clone(),
-                unpermute,
-            },
-        );
-    }
     Ok(candle_nn::VarBuilder::from_backend(
-        Box::new(StoredBackend { g, slots }),
+        Box::new(StoredBackend::open(gguf_path, hf, a)?),
         candle_core::DType::F32,
         Device::Cpu,
     ))
