@@ -93,6 +93,44 @@ fn run(
     })
 }
 
+/// A measured child's output.
+#[derive(Clone, Debug)]
+pub struct Captured {
+    /// Wall time, peak RSS, exit code.
+    pub measured: Measured,
+    /// Its stdout.
+    pub stdout: String,
+    /// Its stderr.
+    pub stderr: String,
+}
+
+/// As [`run_measured`], with stdout and stderr captured through files in `dir` (pipes could
+/// fill and stall a child that writes more than a pipe holds before exiting).
+///
+/// Errors: the command cannot be spawned, or it exits other than 0 (the last 5 lines of its
+/// stderr and stdout named).
+pub fn run_captured(cmd: &mut Command, dir: &std::path::Path) -> Result<Captured> {
+    let (o, e) = (dir.join("stdout"), dir.join("stderr"));
+    cmd.stdout(std::fs::File::create(&o)?)
+        .stderr(std::fs::File::create(&e)?);
+    let measured = run_measured(cmd)?;
+    let stdout = std::fs::read_to_string(&o).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&e).unwrap_or_default();
+    if measured.exit_code != Some(0) {
+        let both = format!("{stdout}{stderr}");
+        let lines: Vec<&str> = both.lines().collect();
+        bail!(
+            "{cmd:?} failed ({measured:?}): {}",
+            lines[lines.len().saturating_sub(5)..].join("\n")
+        );
+    }
+    Ok(Captured {
+        measured,
+        stdout,
+        stderr,
+    })
+}
+
 fn tv_s(t: libc::timeval) -> f64 {
     t.tv_sec as f64 + t.tv_usec as f64 * 1e-6
 }

@@ -72,12 +72,13 @@ pub fn ensure(cache: &Path, log: &mut dyn FnMut(&str)) -> Result<PeerBuild> {
         llama_runtime::LLAMA_CPP_SYS_PIN.replace(" =", "-")
     ));
     let stamp = dir.join("peer.json");
-    if let Ok(text) = std::fs::read_to_string(&stamp) {
-        let p: PeerBuild = serde_json::from_str(&text)
-            .with_context(|| format!("{}: not a peer record", stamp.display()))?;
-        if p.perplexity.is_file() && p.bench.is_file() {
-            return Ok(p);
-        }
+    // The record is written last; a missing or unreadable one (an interrupted build) means
+    // build again.
+    let done = std::fs::read_to_string(&stamp)
+        .ok()
+        .and_then(|t| serde_json::from_str::<PeerBuild>(&t).ok());
+    if let Some(p) = done.filter(|p| p.perplexity.is_file() && p.bench.is_file()) {
+        return Ok(p);
     }
     let t0 = Instant::now();
     let src = llama_runtime::llama_source_dir();
@@ -129,7 +130,9 @@ pub fn ensure(cache: &Path, log: &mut dyn FnMut(&str)) -> Result<PeerBuild> {
         description: describe(&build)?,
         build_s: t0.elapsed().as_secs_f64(),
     };
-    std::fs::write(&stamp, serde_json::to_string_pretty(&p)?)?;
+    let tmp = stamp.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(&p)?)?;
+    std::fs::rename(&tmp, &stamp)?;
     Ok(p)
 }
 

@@ -6,9 +6,9 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result};
 
-use crate::child::{run_measured, Measured};
+use crate::child::{run_captured, Measured};
 
 /// One run of one arm.
 #[derive(Clone, Debug)]
@@ -76,24 +76,16 @@ pub fn run(
     })
 }
 
-/// Runs `cmd` measured, its stdout and stderr into files in `tmp`; reads back the estimate and
-/// the line starting with `kernels_tag`.
+/// Runs `cmd` measured ([`run_captured`]); reads back the estimate and the line starting
+/// with `kernels_tag`.
 fn one(cmd: &mut Command, tmp: &Path, kernels_tag: &str) -> Result<PplRun> {
-    let (o, e) = (tmp.join("stdout"), tmp.join("stderr"));
-    cmd.stdout(std::fs::File::create(&o)?)
-        .stderr(std::fs::File::create(&e)?);
-    let measured = run_measured(cmd)?;
-    let text = std::fs::read_to_string(&o)? + &std::fs::read_to_string(&e)?;
-    ensure!(
-        measured.exit_code == Some(0),
-        "{cmd:?} failed ({measured:?}): {}",
-        tail(&text)
-    );
+    let c = run_captured(cmd, tmp)?;
+    let text = c.stdout + &c.stderr;
     let estimate = text
         .lines()
         // llama-perplexity's log lines may share a line with its progress output.
         .find_map(|l| l.split_once("Final estimate: PPL = ").map(|(_, v)| v))
-        .with_context(|| format!("{cmd:?} printed no `Final estimate`: {}", tail(&text)))?
+        .with_context(|| format!("{cmd:?} printed no `Final estimate`"))?
         .trim()
         .to_string();
     let kernels = text
@@ -101,13 +93,8 @@ fn one(cmd: &mut Command, tmp: &Path, kernels_tag: &str) -> Result<PplRun> {
         .find_map(|l| l.find(kernels_tag).map(|i| l[i..].trim().to_string()))
         .unwrap_or_default();
     Ok(PplRun {
-        measured,
+        measured: c.measured,
         estimate,
         kernels,
     })
-}
-
-fn tail(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(5)..].join("\n")
 }

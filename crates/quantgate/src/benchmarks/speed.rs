@@ -5,10 +5,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result};
 use serde_json::Value;
 
-use crate::child::{run_measured, Measured};
+use crate::child::{run_captured, Measured};
 
 /// One arm's figures in one round.
 #[derive(Clone, Debug)]
@@ -61,7 +61,7 @@ pub fn run(
             .arg("--json")
             .arg(&json);
         common(&mut c);
-        let measured = quiet(&mut c, tmp.path())?;
+        let measured = run_captured(&mut c, tmp.path())?.measured;
         let v: Value = serde_json::from_slice(&std::fs::read(&json)?)?;
         let rows = v["result"]["rows"].as_array().cloned().unwrap_or_default();
         let ts = |t: &str| avg_ts(&rows, |r| r["test"] == t);
@@ -73,10 +73,10 @@ pub fn run(
         let mut c = Command::new(peer);
         c.arg("-m").arg(model).args(["-o", "json"]);
         common(&mut c);
-        let measured = quiet(&mut c, tmp.path())?;
+        let out = run_captured(&mut c, tmp.path())?;
+        let measured = out.measured;
         let rows: Vec<Value> =
-            serde_json::from_str(&std::fs::read_to_string(tmp.path().join("stdout"))?)
-                .context("llama-bench -o json: not a JSON array")?;
+            serde_json::from_str(&out.stdout).context("llama-bench -o json: not a JSON array")?;
         let ts = |p: usize, g: usize| avg_ts(&rows, |r| r["n_prompt"] == p && r["n_gen"] == g);
         theirs.push(SpeedRun {
             measured,
@@ -89,17 +89,4 @@ pub fn run(
 
 fn avg_ts(rows: &[Value], pick: impl Fn(&Value) -> bool) -> Option<f64> {
     rows.iter().find(|r| pick(r))?["avg_ts"].as_f64()
-}
-
-/// Runs `cmd` measured with stdout/stderr into `tmp/stdout`, `tmp/stderr`; fails with the
-/// stderr tail.
-fn quiet(cmd: &mut Command, tmp: &Path) -> Result<Measured> {
-    let (o, e) = (tmp.join("stdout"), tmp.join("stderr"));
-    cmd.stdout(std::fs::File::create(&o)?)
-        .stderr(std::fs::File::create(&e)?);
-    let m = run_measured(cmd)?;
-    let err = std::fs::read_to_string(&e).unwrap_or_default();
-    let tail: Vec<&str> = err.lines().rev().take(5).collect();
-    ensure!(m.exit_code == Some(0), "{cmd:?} failed ({m:?}): {tail:?}");
-    Ok(m)
 }

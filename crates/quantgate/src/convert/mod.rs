@@ -607,7 +607,10 @@ fn plain_data<'a>(
             if let Some(heads) = permute {
                 x = permute_qk(&x, rows, heads);
             }
-            return out.write_all(&encode_plain(ty, &x, &name, &uf)?);
+            // Q8_0 needs whole 32-value blocks of the (permuted) rows: whole tensor at once.
+            let mut buf = Vec::new();
+            gguf::quant_ref::quantize_q8_0(&x, &mut buf);
+            return out.write_all(&buf);
         }
         let perm = permute.map(|h| (rows, h));
         let c = stream::convert(hf_ref, src, ty, (rows, perm), out, &mut |c| {
@@ -653,36 +656,6 @@ fn overflow_guard(name: &str, overflow: usize) -> std::io::Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Encodes `x` as `ty`, refusing f16 overflow and recording f16 underflow in `uf`.
-fn encode_plain(
-    ty: GgmlType,
-    x: &[f32],
-    name: &str,
-    uf: &RefCell<Vec<(String, usize)>>,
-) -> std::io::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    match ty {
-        GgmlType::F32 => buf.extend(x.iter().flat_map(|v| v.to_le_bytes())),
-        GgmlType::F16 => {
-            let (overflow, zeroed) = f16_range(x);
-            if overflow > 0 {
-                return Err(std::io::Error::other(format!(
-                    "tensor {name}: {overflow} finite values exceed the f16 range (|x| > 65504); \
-                     refusing to write inf — use --outtype f32 or bf16"
-                )));
-            }
-            if zeroed > 0 {
-                uf.borrow_mut().push((name.to_string(), zeroed));
-            }
-            gguf::quant::encode_f16(x, &mut buf);
-        }
-        GgmlType::BF16 => gguf::quant::encode_bf16(x, &mut buf),
-        GgmlType::Q8_0 => gguf::quant_ref::quantize_q8_0(x, &mut buf),
-        other => return Err(std::io::Error::other(format!("no encoder for {other}"))),
-    }
-    Ok(buf)
 }
 
 /// The report's tokenizer facts: model, pre, probe hash, special ids, add flags, token count.
