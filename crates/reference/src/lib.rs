@@ -13,6 +13,7 @@ pub mod hf_config;
 pub mod mlx;
 pub mod pooling;
 pub mod tokenizer;
+pub mod weights;
 
 use std::path::{Path, PathBuf};
 
@@ -89,15 +90,8 @@ pub fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
     })
 }
 
-/// A `VarBuilder` over the HF safetensors, every tensor converted to f32 on the CPU.
+/// A `VarBuilder` over the HF safetensors, every tensor converted to f32 on the CPU when it is
+/// read, its mapped pages released afterwards ([`weights::MmapWeights`]).
 pub fn var_builder(dir: &Path) -> Result<candle_nn::VarBuilder<'static>> {
-    let files = safetensors_files(dir)?;
-    // SAFETY: the files are memory-mapped read-only for the builder's lifetime.
-    Ok(unsafe {
-        candle_nn::VarBuilder::from_mmaped_safetensors(
-            &files,
-            candle_core::DType::F32,
-            &candle_core::Device::Cpu,
-        )?
-    })
+    weights::var_builder(&safetensors_files(dir)?, candle_core::DType::F32)
 }

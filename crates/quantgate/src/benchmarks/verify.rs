@@ -18,6 +18,9 @@ pub struct VerifyBench {
     pub gguf: PathBuf,
     /// GGUF size, bytes.
     pub file_bytes: u64,
+    /// The model's size in F16: 2 bytes per weight of the file's tensor table (the size the
+    /// memory goal is stated against, whatever the file's types).
+    pub f16_bytes: u64,
     /// This binary's runs.
     pub ours: Vec<Measured>,
     /// The other binary's runs (empty without one).
@@ -44,6 +47,7 @@ pub fn run(
             hf: hf.clone(),
             gguf: gguf.clone(),
             file_bytes: std::fs::metadata(gguf)?.len(),
+            f16_bytes: f16_bytes(gguf)?,
             ours: Vec::new(),
             baseline: Vec::new(),
             exit_code: None,
@@ -60,6 +64,14 @@ pub fn run(
         out.push(b);
     }
     Ok(out)
+}
+
+/// 2 bytes per element of every tensor of `gguf`.
+///
+/// Errors: the file cannot be read as GGUF.
+pub fn f16_bytes(gguf: &Path) -> Result<u64> {
+    let g = gguf::Gguf::open(gguf)?;
+    Ok(g.header.tensors.iter().map(|t| 2 * t.n_elements()).sum())
 }
 
 fn one(exe: &Path, hf: &Path, gguf: &Path, report: &Path, threads: i32) -> Result<Measured> {

@@ -461,28 +461,36 @@ fn verify(
     if let Some(b) = baseline {
         println!("baseline: {}", b.display());
     }
-    println!("| model | GGUF MiB | verdict | wall s | peak RSS MiB | RSS / GGUF | RSS − GGUF MiB (goal ≤ 1024) | baseline wall s | baseline RSS MiB |\n|---|---:|---|---:|---:|---:|---:|---:|---:|");
+    println!("| model | GGUF MiB | F16 MiB | verdict | wall s | peak RSS MiB | RSS / F16 | RSS − F16 MiB (goal ≤ 1024) | baseline wall s | baseline RSS MiB | wall / baseline (goal ≤ 1) |\n|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         let (w, rss) = summarize(&r.ours);
-        let mib = r.file_bytes as f64 / 1048576.0;
+        let (mib, f16) = (
+            r.file_bytes as f64 / 1048576.0,
+            r.f16_bytes as f64 / 1048576.0,
+        );
         let rss = rss / 1024.0;
-        let (bw, brss) = if r.baseline.is_empty() {
-            ("-".to_string(), "-".to_string())
+        let (bw, brss, ratio) = if r.baseline.is_empty() {
+            ("-".to_string(), "-".to_string(), "-".to_string())
         } else {
             let (bw, brss) = summarize(&r.baseline);
-            (format!("{bw:.1}"), format!("{:.0}", brss / 1024.0))
+            let ratio = w / bw;
+            (
+                format!("{bw:.1}"),
+                format!("{:.0}", brss / 1024.0),
+                format!("{ratio:.2} ({})", met(ratio <= 1.0)),
+            )
         };
         println!(
-            "| {} | {mib:.0} | {} | {w:.1} | {rss:.0} | {:.2} | {:.0} ({}) | {bw} | {brss} |",
+            "| {} | {mib:.0} | {f16:.0} | {} | {w:.1} | {rss:.0} | {:.2} | {:.0} ({}) | {bw} | {brss} | {ratio} |",
             r.gguf.display(),
             if r.exit_code == Some(0) {
                 "GO"
             } else {
                 "NO-GO"
             },
-            rss / mib,
-            rss - mib,
-            met(rss - mib <= 1024.0)
+            rss / f16,
+            rss - f16,
+            met(rss - f16 <= 1024.0)
         );
     }
     Ok(Status::Success)

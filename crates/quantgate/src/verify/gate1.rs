@@ -14,6 +14,7 @@ use llama_runtime::{CGguf, CTensorInfo, CValue};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::source_maps::SourceMaps;
 use super::{Blocker, BlockerCode};
 use crate::convert::{
     arch,
@@ -322,7 +323,7 @@ pub fn check_tensors(
         .collect();
     let mut file =
         std::fs::File::open(gguf_path).with_context(|| format!("{}", gguf_path.display()))?;
-    let mut maps = BTreeMap::new();
+    let mut maps = SourceMaps::new(hf);
     let sources = reference_sources(hf, a, covered)?;
     for info in &infos {
         r.tensors += 1;
@@ -474,9 +475,9 @@ fn expected_bytes(
     ty: GgmlType,
     ne_src: &[i64],
     via: Option<GgmlType>,
-    maps: &mut BTreeMap<std::path::PathBuf, candle_core::safetensors::MmapedSafetensors>,
+    maps: &mut SourceMaps,
 ) -> Result<Vec<u8>> {
-    let mut x = reference_values(hf, si, maps)?;
+    let mut x = maps.load_f32(si)?;
     if let Some(t) = via {
         let row = ne_src[0] as usize;
         let bytes = llama_runtime::ggml_quantize(t.id(), &x, row)
@@ -525,28 +526,6 @@ fn bits_blocker(
             stored.len()
         ),
     )
-}
-
-/// The source tensor's values as f32, read by the reference (candle's safetensors loader, one
-/// map per shard, opened once), not by the converter's reader.
-fn reference_values(
-    hf: &HfDir,
-    si: usize,
-    maps: &mut BTreeMap<std::path::PathBuf, candle_core::safetensors::MmapedSafetensors>,
-) -> Result<Vec<f32>> {
-    let t = &hf.tensors[si];
-    let path = hf.file_of(t).to_path_buf();
-    if !maps.contains_key(&path) {
-        // SAFETY: read-only map of a source file nobody writes during verification.
-        let st = unsafe { candle_core::safetensors::MmapedSafetensors::new(&path) }
-            .with_context(|| format!("{}", path.display()))?;
-        maps.insert(path.clone(), st);
-    }
-    let tensor = maps[&path]
-        .load(&t.name, &candle_core::Device::Cpu)?
-        .to_dtype(candle_core::DType::F32)?
-        .flatten_all()?;
-    Ok(tensor.to_vec1::<f32>()?)
 }
 
 #[cfg(test)]

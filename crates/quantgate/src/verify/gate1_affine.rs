@@ -17,6 +17,7 @@ use gguf::GgmlType;
 use llama_runtime::CGguf;
 use serde::{Deserialize, Serialize};
 
+use super::source_maps::SourceMaps;
 use super::{Blocker, BlockerCode};
 use crate::convert::{arch, hf::HfDir, mlx};
 
@@ -151,35 +152,6 @@ fn covered(hf: &HfDir, a: arch::Arch) -> Covered {
     cov
 }
 
-/// The source's safetensors files, mapped by candle on first use (independent of the
-/// converter's reader).
-struct SourceMaps<'a> {
-    hf: &'a HfDir,
-    maps: BTreeMap<std::path::PathBuf, candle_core::safetensors::MmapedSafetensors>,
-}
-
-impl SourceMaps<'_> {
-    fn load(&mut self, ti: usize) -> Result<candle_core::Tensor> {
-        let t = &self.hf.tensors[ti];
-        let path = self.hf.file_of(t).to_path_buf();
-        if !self.maps.contains_key(&path) {
-            // SAFETY: read-only map of a source nobody writes during verification.
-            let st = unsafe { candle_core::safetensors::MmapedSafetensors::new(&path) }
-                .with_context(|| path.display().to_string())?;
-            self.maps.insert(path.clone(), st);
-        }
-        Ok(self.maps[&path].load(&t.name, &candle_core::Device::Cpu)?)
-    }
-
-    fn load_f32(&mut self, ti: usize) -> Result<Vec<f32>> {
-        Ok(self
-            .load(ti)?
-            .to_dtype(candle_core::DType::F32)?
-            .flatten_all()?
-            .to_vec1::<f32>()?)
-    }
-}
-
 /// One module as the source holds it, in the file's row order.
 struct SourceModule {
     codes: Vec<u8>,
@@ -208,7 +180,7 @@ fn source_module(
         biases,
         values,
     };
-    if let Some(heads) = crate::convert::permute_heads(src.hf, a, name) {
+    if let Some(heads) = crate::convert::permute_heads(src.hf(), a, name) {
         // llama.cpp's Q/K row order (spec §4.3), applied to the source's rows.
         let p = |x: &[f32]| crate::convert::permute_qk(x, m.out, heads);
         s.codes = crate::convert::permute_qk(&s.codes, m.out, heads);
@@ -421,10 +393,7 @@ pub fn check(
         .collect();
     let mut file =
         std::fs::File::open(gguf_path).with_context(|| gguf_path.display().to_string())?;
-    let mut src_maps = SourceMaps {
-        hf,
-        maps: BTreeMap::new(),
-    };
+    let mut src_maps = SourceMaps::new(hf);
     for m in &mods {
         let Some(mapped) = arch::map_tensor(a, &hf.tensors[m.weight].name)? else {
             continue;

@@ -69,7 +69,101 @@ fn argmax(l: &[f32]) -> usize {
         .0
 }
 
+/// Running sums over compared positions.
+struct Tally {
+    n: usize,
+    agree: usize,
+    kld_sum: f64,
+    max_kld: f64,
+    min_cos: f64,
+    klds: Vec<f64>,
+    dp2: f64,
+    n_dp: usize,
+    per_text: Vec<f64>,
+    llama_argmax: Vec<u32>,
+    bad: Vec<String>,
+}
+
+impl Tally {
+    fn new() -> Tally {
+        Tally {
+            n: 0,
+            agree: 0,
+            kld_sum: 0.0,
+            max_kld: 0.0,
+            min_cos: f64::INFINITY,
+            klds: Vec::new(),
+            dp2: 0.0,
+            n_dp: 0,
+            per_text: Vec::new(),
+            llama_argmax: Vec::new(),
+            bad: Vec::new(),
+        }
+    }
+
+    /// One text: reference logits `rl` and llama.cpp's `ll` (`n × n_vocab` each) on `ids`.
+    fn add_text(&mut self, ids: &[u32], rl: &[Vec<f32>], ll: &[Vec<f32>]) {
+        let text = self.per_text.len();
+        let mut text_min = f64::INFINITY;
+        for pos in 1..ids.len() {
+            let (a, b) = (&rl[pos], &ll[pos]);
+            let what = format!("logits of text {text} at position {pos}");
+            for (side, v) in [("reference", a), ("llama.cpp", b)] {
+                if self.bad.len() < 8 {
+                    self.bad.extend(super::vectors::non_finite(side, &what, v));
+                }
+            }
+            // f64::min would drop a NaN cosine; it must stay the minimum.
+            let c = cosine(a, b);
+            text_min = if c.is_nan() { c } else { text_min.min(c) };
+            self.llama_argmax.push(argmax(b) as u32);
+            if c.is_nan() || self.min_cos.is_nan() {
+                self.min_cos = f64::NAN;
+            } else {
+                self.min_cos = self.min_cos.min(c);
+            }
+            self.agree += (argmax(a) == argmax(b)) as usize;
+            let (pa, pb) = (log_softmax(a), log_softmax(b));
+            let kld: f64 = pa.iter().zip(&pb).map(|(x, y)| x.exp() * (x - y)).sum();
+            self.kld_sum += kld;
+            self.max_kld = self.max_kld.max(kld);
+            self.klds.push(kld);
+            if let Some(next) = ids.get(pos + 1) {
+                let d = pb[*next as usize].exp() - pa[*next as usize].exp();
+                self.dp2 += d * d;
+                self.n_dp += 1;
+            }
+            self.n += 1;
+        }
+        self.per_text.push(text_min);
+    }
+
+    fn report(mut self) -> LogitsReport {
+        let p99_kld = percentile(&mut self.klds, 0.99);
+        let kld_percentiles = (0..=100)
+            .map(|q| percentile(&mut self.klds, q as f64 / 100.0))
+            .collect();
+        let n = self.n.max(1) as f64;
+        LogitsReport {
+            texts: self.per_text.len(),
+            positions: self.n,
+            min_cosine: self.min_cos,
+            top1_agreement: self.agree as f64 / n,
+            mean_kld: self.kld_sum / n,
+            max_kld: self.max_kld,
+            p99_kld,
+            rms_dp: (self.dp2 / self.n_dp.max(1) as f64).sqrt(),
+            per_text_min_cosine: self.per_text,
+            kld_percentiles,
+            llama_argmax: self.llama_argmax,
+            non_finite: self.bad,
+        }
+    }
+}
+
 /// Compares logits on `texts` (tokenized by HF with special tokens; the same ids go to both).
+/// Texts of 2..=512 tokens are compared; one text's logits of each side are in memory at a
+/// time.
 pub fn check(
     model: &Model,
     reference: &reference::decoder::Decoder,
@@ -78,12 +172,6 @@ pub fn check(
     threads: i32,
 ) -> Result<LogitsReport> {
     let mut ctx = Context::new(model, ContextParams::logits(512, 512, threads))?;
-    let (mut n, mut agree, mut kld_sum, mut max_kld, mut min_cos) =
-        (0usize, 0usize, 0f64, 0f64, f64::INFINITY);
-    let mut used = 0;
-    let mut bad = Vec::new();
-    let (mut klds, mut dp2, mut n_dp) = (Vec::new(), 0f64, 0usize);
-    let (mut per_text, mut llama_argmax) = (Vec::new(), Vec::new());
     let mut seqs = Vec::new();
     for t in texts {
         let ids = hf.encode(t, true)?;
@@ -91,64 +179,18 @@ pub fn check(
             seqs.push(ids);
         }
     }
+    let mut tally = Tally::new();
     // The reference runs every text in one pass over its weights, layer by layer.
-    let outs = reference.forward_many(&seqs.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
-    for (ids, out) in seqs.iter().zip(outs) {
-        used += 1;
-        let ids_i: Vec<i32> = ids.iter().map(|x| *x as i32).collect();
+    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    reference.forward_each(&refs, |i, out| -> Result<()> {
+        let ids_i: Vec<i32> = seqs[i].iter().map(|x| *x as i32).collect();
         let ll = ctx.logits_from(&ids_i, 0)?;
         let rl = out.logits.to_vec2::<f32>()?;
-        let mut text_min = f64::INFINITY;
-        for pos in 1..ids.len() {
-            let (a, b) = (&rl[pos], &ll[pos]);
-            let what = format!("logits of text {} at position {pos}", used - 1);
-            for (side, v) in [("reference", a), ("llama.cpp", b)] {
-                if bad.len() < 8 {
-                    bad.extend(super::vectors::non_finite(side, &what, v));
-                }
-            }
-            // f64::min would drop a NaN cosine; it must stay the minimum.
-            let c = cosine(a, b);
-            text_min = if c.is_nan() { c } else { text_min.min(c) };
-            llama_argmax.push(argmax(b) as u32);
-            if c.is_nan() || min_cos.is_nan() {
-                min_cos = f64::NAN;
-            } else {
-                min_cos = min_cos.min(c);
-            }
-            agree += (argmax(a) == argmax(b)) as usize;
-            let (pa, pb) = (log_softmax(a), log_softmax(b));
-            let kld: f64 = pa.iter().zip(&pb).map(|(x, y)| x.exp() * (x - y)).sum();
-            kld_sum += kld;
-            max_kld = max_kld.max(kld);
-            klds.push(kld);
-            if let Some(next) = ids.get(pos + 1) {
-                let d = pb[*next as usize].exp() - pa[*next as usize].exp();
-                dp2 += d * d;
-                n_dp += 1;
-            }
-            n += 1;
-        }
-        per_text.push(text_min);
-    }
-    let p99_kld = percentile(&mut klds, 0.99);
-    let kld_percentiles = (0..=100)
-        .map(|q| percentile(&mut klds, q as f64 / 100.0))
-        .collect();
-    Ok(LogitsReport {
-        texts: used,
-        positions: n,
-        min_cosine: min_cos,
-        top1_agreement: agree as f64 / n.max(1) as f64,
-        mean_kld: kld_sum / n.max(1) as f64,
-        max_kld,
-        p99_kld,
-        rms_dp: (dp2 / n_dp.max(1) as f64).sqrt(),
-        per_text_min_cosine: per_text,
-        kld_percentiles,
-        llama_argmax,
-        non_finite: bad,
-    })
+        drop(out);
+        tally.add_text(&seqs[i], &rl, &ll);
+        Ok(())
+    })?;
+    Ok(tally.report())
 }
 
 /// The `q`-quantile of `x` by nearest rank (NaN sorts last; NaN for an empty slice).

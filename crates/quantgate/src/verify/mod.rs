@@ -23,6 +23,7 @@ pub mod quality;
 pub mod report;
 pub mod requant;
 pub mod resources;
+pub mod source_maps;
 pub mod stored;
 pub mod tokenizer;
 pub mod vectors;

@@ -141,6 +141,7 @@ impl StoredBackend {
                     t.name
                 ))
             })?;
+        self.g.release(t);
         if let Some(heads) = slot.unpermute {
             x = unpermute_qk(&x, slot.shape[0], heads);
         }
