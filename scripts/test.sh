@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/fetch-models.sh
 scripts/build-smollm2-fixture.sh
+scripts/build-qwen2-fixture.sh
 scripts/build-mlx-fixtures.sh
 scripts/build-v5-fixtures.sh
 cargo test --release --workspace --no-fail-fast

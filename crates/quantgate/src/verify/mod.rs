@@ -842,15 +842,17 @@ fn architecture_mismatch(s: &Sources) -> Option<String> {
 fn gate2_logits(
     opts: &VerifyOptions,
     s: &Sources,
-    model: &llama_runtime::Model,
+    model: llama_runtime::Model,
     gated: &[String],
     f: &mut Findings,
 ) -> Result<(logits::LogitsReport, Option<logits::LogitsReport>)> {
     let source_ref = reference::decoder::Decoder::load(&opts.hf_dir)?;
-    let direct = logits::check(model, &source_ref, &s.tok.tokenizer, gated, opts.threads)?;
+    let direct = logits::check(&model, &source_ref, &s.tok.tokenizer, gated, opts.threads)?;
     let Some(p) = s.expansion() else {
         return Ok((direct, None));
     };
+    // The file's own mapping is not needed beside the expansion's.
+    drop(model);
     let m32 = llama_runtime::Model::load(p, false)?;
     let l = if reference::mlx::is_mlx_quantized(&s.hf.config) {
         logits::check(&m32, &source_ref, &s.tok.tokenizer, gated, opts.threads)?
@@ -927,7 +929,7 @@ fn gate2(
             "the source's quantization metadata disagrees with its tensors (Gate 1); the reference cannot load it".into(),
         ));
     } else {
-        let (l, shipped) = gate2_logits(opts, s, &model, &gated, f)?;
+        let (l, shipped) = gate2_logits(opts, s, model, &gated, f)?;
         non_finite_blockers(&l.non_finite, f);
         if l.positions == 0 {
             f.blockers.push(Blocker::new(
@@ -1082,11 +1084,15 @@ fn check_memory(gguf_path: &Path) -> Result<()> {
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         anyhow::ensure!(
             avail >= need,
-            "{}: verify needs about {:.2} GiB of memory (the file, its largest layer in f32{}, \
-             and 0.5 GiB of working memory); this machine has {:.2} GiB available (MemAvailable)",
+            "{}: verify needs about {:.2} GiB of memory ({}, its largest layer in f32, and 0.5 \
+             GiB of working memory); this machine has {:.2} GiB available (MemAvailable)",
             gguf_path.display(),
             gib(need),
-            if quantized { " twice" } else { "" },
+            if quantized {
+                "the file's F32 expansion"
+            } else {
+                "the file"
+            },
             gib(avail)
         );
     }

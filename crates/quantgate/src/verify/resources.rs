@@ -74,11 +74,11 @@ pub fn mem_available() -> Option<u64> {
     kib_field(&s, "MemAvailable:").map(|k| k * 1024)
 }
 
-/// What verify will hold at its peak, bytes, from the tensor table: the file itself (llama.cpp
-/// maps it and touches every page), the largest group of tensors the reference expands to f32
-/// at once (one layer `blk.N.*`, or the embedding / output matrix), the same again for
-/// llama.cpp's F32 expansion of a block-quantized file, and 512 MiB for activations,
-/// tokenizers and logits.
+/// What verify will hold at its peak, bytes, from the tensor table: the largest group of
+/// tensors the reference expands to f32 at once (one layer `blk.N.*`, or the embedding /
+/// output matrix), 512 MiB for activations, tokenizers and logits, and what llama.cpp maps and
+/// touches: the file itself, or for a block-quantized file the F32 expansion of every tensor
+/// (4 bytes per element; the file is released before the expansion is loaded).
 ///
 /// `tensors`: (name, element count) of every tensor; `file_bytes`: the GGUF's size;
 /// `quantized`: whether any tensor is block-quantized.
@@ -92,8 +92,12 @@ pub fn estimate_need(tensors: &[(String, u64)], file_bytes: u64, quantized: bool
         *groups.entry(key).or_default() += n * 4;
     }
     let largest = groups.values().copied().max().unwrap_or(0);
-    let expansion = if quantized { largest } else { 0 };
-    file_bytes + largest + expansion + (512 << 20)
+    let mapped = if quantized {
+        file_bytes.max(groups.values().sum())
+    } else {
+        file_bytes
+    };
+    mapped + largest + (512 << 20)
 }
 
 #[cfg(test)]
@@ -113,7 +117,10 @@ mod tests {
             estimate_need(&t, 10_000, false),
             10_000 + 4400 + (512 << 20)
         );
-        assert_eq!(estimate_need(&t, 10_000, true), 10_000 + 8800 + (512 << 20));
+        // Block-quantized: the F32 expansion of all 2400 elements (9600 bytes) replaces the
+        // file when it is larger.
+        assert_eq!(estimate_need(&t, 1_000, true), 9600 + 4400 + (512 << 20));
+        assert_eq!(estimate_need(&t, 10_000, true), 10_000 + 4400 + (512 << 20));
     }
 
     #[test]
