@@ -67,6 +67,14 @@ impl MmapWeights {
         Ok(w)
     }
 
+    fn entry(&self, name: &str) -> candle_core::Result<&Entry> {
+        self.index
+            .get(name)
+            .ok_or_else(|| candle_core::Error::CannotFindTensor {
+                path: name.to_string(),
+            })
+    }
+
     /// Whether a tensor of that name exists.
     pub fn contains(&self, name: &str) -> bool {
         self.index.contains_key(name)
@@ -77,12 +85,7 @@ impl MmapWeights {
     ///
     /// Errors: an unknown name, or bytes that do not match the header's dtype and shape.
     pub fn load(&self, name: &str) -> candle_core::Result<Tensor> {
-        let e = self
-            .index
-            .get(name)
-            .ok_or_else(|| candle_core::Error::CannotFindTensor {
-                path: name.to_string(),
-            })?;
+        let e = self.entry(name)?;
         let map = &self.maps[e.file];
         let view =
             TensorView::new(e.dtype, e.shape.clone(), &map[e.start..e.end]).map_err(|err| {
@@ -118,12 +121,7 @@ impl MmapWeights {
     /// As [`MmapWeights::load_f32`], the values (row-major) and shape without a tensor around
     /// them.
     pub fn decode_f32(&self, name: &str) -> candle_core::Result<Option<(Vec<f32>, Vec<usize>)>> {
-        let e = self
-            .index
-            .get(name)
-            .ok_or_else(|| candle_core::Error::CannotFindTensor {
-                path: name.to_string(),
-            })?;
+        let e = self.entry(name)?;
         let width = match e.dtype {
             Dtype::BF16 | Dtype::F16 => 2,
             Dtype::F32 => 4,
