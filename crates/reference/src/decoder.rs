@@ -217,12 +217,15 @@ impl SeqTables {
 impl Decoder {
     /// config.json and the safetensors of `dir` (with or without a `model.` prefix),
     /// memory-mapped and read layer by layer during a forward. An MLX affine-quantized folder
-    /// (config.json `quantization`) is dequantized to f32 by [`crate::mlx`] up front.
+    /// (config.json `quantization`) is dequantized to f32 by [`crate::mlx`] up front; a GPTQ /
+    /// AWQ / compressed-tensors one module by module by [`crate::packed`].
     pub fn load(dir: &Path) -> Result<Decoder> {
         let cfg_path = dir.join("config.json");
         let raw = read_json(&cfg_path)?;
         let vb = if crate::mlx::is_mlx_quantized(&raw) {
             crate::mlx::var_builder(dir, &raw)?
+        } else if let Some(s) = crate::packed::scheme(&raw, &cfg_path)? {
+            crate::packed::var_builder(dir, s)?
         } else {
             var_builder(dir)?
         };

@@ -75,6 +75,13 @@ impl MmapWeights {
             })
     }
 
+    /// The stored dtype, shape and bytes of tensor `name` (not released: for the small
+    /// integer tensors of packed checkpoints).
+    pub fn raw(&self, name: &str) -> Option<(Dtype, &[usize], &[u8])> {
+        let e = self.index.get(name)?;
+        Some((e.dtype, &e.shape, &self.maps[e.file][e.start..e.end]))
+    }
+
     /// Whether a tensor of that name exists.
     pub fn contains(&self, name: &str) -> bool {
         self.index.contains_key(name)

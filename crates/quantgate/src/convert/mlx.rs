@@ -157,7 +157,7 @@ pub struct AffineTensor {
 }
 
 /// The input features config.json implies for `module` (llama/qwen2/qwen3 layouts).
-fn expected_inputs(hf: &HfDir, module: &str) -> Option<usize> {
+pub(crate) fn expected_inputs(hf: &HfDir, module: &str) -> Option<usize> {
     let hidden = hf.config_u64("hidden_size")? as usize;
     let local = module.rsplit('.').next()?;
     Some(match local {
@@ -659,14 +659,21 @@ pub fn plan(hf: &HfDir, qc: &QuantConfig, fallback: Option<Fallback>) -> Result<
     Ok(p)
 }
 
-/// `general.file_type` of a file written from an MLX checkpoint: llama.h `LLAMA_FTYPE_MOSTLY_Q4_1`
-/// (3) if any tensor is Q4_1, else `MOSTLY_Q5_1` (9) if any is Q5_1; `None` otherwise.
+/// `general.file_type` of a file written from an MLX, GPTQ, AWQ or compressed-tensors
+/// checkpoint: llama.h `LLAMA_FTYPE_MOSTLY_Q4_1` (3) if any tensor is Q4_1, else `MOSTLY_Q5_1`
+/// (9), `MOSTLY_Q5_0` (8), `MOSTLY_Q4_0` (2), `MOSTLY_Q8_0` (7) in that order; `None` otherwise.
 pub fn file_type(types: &[GgmlType]) -> Option<u32> {
-    [GgmlType::Q4_1, GgmlType::Q5_1]
-        .into_iter()
-        .find(|t| types.contains(t))
-        .and_then(gguf::LlamaFtype::mostly)
-        .map(|f| f.id)
+    [
+        GgmlType::Q4_1,
+        GgmlType::Q5_1,
+        GgmlType::Q5_0,
+        GgmlType::Q4_0,
+        GgmlType::Q8_0,
+    ]
+    .into_iter()
+    .find(|t| types.contains(t))
+    .and_then(gguf::LlamaFtype::mostly)
+    .map(|f| f.id)
 }
 
 /// Error of a lossy fallback: max |stored − named formula| and RMS over the tensor.

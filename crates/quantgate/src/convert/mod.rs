@@ -10,6 +10,7 @@ pub mod fields;
 pub mod generation;
 pub mod hf;
 pub mod mlx;
+pub mod packed;
 pub mod rope;
 pub mod stream;
 pub mod tokenizer;
@@ -185,11 +186,28 @@ pub fn plan(
     arch: Arch,
     outtype: OutType,
     mlx_plan: Option<&mlx::MlxPlan>,
+    packed_plan: Option<&packed::PackedPlan>,
 ) -> Result<Vec<(usize, PlannedTensor)>> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for (i, t) in hf.tensors.iter().enumerate() {
-        if mlx_plan.is_some_and(|p| p.skip.contains(&i)) {
+        if mlx_plan.is_some_and(|p| p.skip.contains(&i))
+            || packed_plan.is_some_and(|p| p.skip.contains(&i))
+        {
+            continue;
+        }
+        if let Some((m, ty, rule)) = packed_plan.and_then(|p| p.by_anchor.get(&i)) {
+            let hf_name = format!("{}.weight", m.module);
+            let g = arch::map_tensor(arch, &hf_name)?.ok_or_else(|| {
+                anyhow!(
+                    "{}: quantized module {} has no GGUF name",
+                    hf.dir.display(),
+                    m.module
+                )
+            })?;
+            let ne = vec![m.inn as u64, m.out as u64];
+            let p = planned(&mut seen, hf, arch, &hf_name, g.gguf, *ty, ne, rule.clone())?;
+            out.push((i, p));
             continue;
         }
         if let Some((at, ty, rule)) = mlx_plan.and_then(|p| p.by_weight.get(&i)) {
@@ -352,6 +370,7 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         bail!("{}: {}", dir.display(), problems.join("; "));
     }
     let mlx_plan = mlx_plan_of(&hf, opts)?;
+    let packed_plan = packed_plan_of(&hf, opts)?;
     let outtype = if opts.vocab_only {
         opts.outtype
     } else {
@@ -366,15 +385,18 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
     }
 
     let mut w = GgufWriter::new();
-    let quantized: Vec<GgmlType> = mlx_plan
+    let mut quantized: Vec<GgmlType> = mlx_plan
         .as_ref()
         .map(|p| p.by_weight.values().map(|(_, t, _)| *t).collect())
         .unwrap_or_default();
+    if let Some(p) = &packed_plan {
+        quantized.extend(p.by_anchor.values().map(|(_, t, _)| *t));
+    }
     let ft = file_type(outtype, &quantized);
     let planned = if opts.vocab_only {
         Vec::new()
     } else {
-        plan(&hf, arch, outtype, mlx_plan.as_ref())?
+        plan(&hf, arch, outtype, mlx_plan.as_ref(), packed_plan.as_ref())?
     };
     let total_params: u64 = planned
         .iter()
@@ -404,7 +426,8 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         underflow: underflow.clone(),
         allow_nonfinite: opts.allow_nonfinite,
     };
-    add_tensors(&mut w, &hf, &planned, &affine, &sink);
+    let packed = packed_by_source(packed_plan.as_ref());
+    add_tensors(&mut w, &hf, &planned, (&affine, &packed), &sink);
     let planned_out: Vec<PlannedTensor> = planned.iter().map(|(_, p)| p.clone()).collect();
     let rules = rule_summary(&planned_out);
     let summary = w.write_to_path(out).map_err(|e| match e {
@@ -457,6 +480,31 @@ fn mlx_plan_of(hf: &HfDir, opts: &ConvertOptions) -> Result<Option<mlx::MlxPlan>
     )
 }
 
+/// The plan of a GPTQ / AWQ / compressed-tensors checkpoint (`None` for other folders and
+/// vocab-only runs).
+fn packed_plan_of(hf: &HfDir, opts: &ConvertOptions) -> Result<Option<packed::PackedPlan>> {
+    let scheme = packed::Scheme::from_config(&hf.config)
+        .with_context(|| hf.dir.join("config.json").display().to_string())?;
+    Ok(match scheme {
+        Some(s) if !opts.vocab_only => Some(packed::plan(hf, &s, opts.fallback)?),
+        _ => None,
+    })
+}
+
+/// Packed modules by anchor index, with the checkpoint's scheme.
+fn packed_by_source(
+    p: Option<&packed::PackedPlan>,
+) -> std::collections::HashMap<usize, (packed::Module, packed::Scheme)> {
+    p.and_then(|p| p.scheme.map(|s| (p, s)))
+        .map(|(p, s)| {
+            p.by_anchor
+                .iter()
+                .map(|(i, (m, _, _))| (*i, (m.clone(), s)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Loads the tokenizer of `dir` and builds its vocabulary; blockers are an error.
 fn load_vocab(dir: &Path, hf: &HfDir) -> Result<(tokenizer::LoadedTokenizer, vocab::Vocab)> {
     let tok = tokenizer::load(dir)?;
@@ -491,6 +539,11 @@ fn affine_by_source(
         })
         .unwrap_or_default()
 }
+
+/// MLX modules by the index of their `.weight`.
+type AffineBySource = std::collections::HashMap<usize, mlx::AffineTensor>;
+/// GPTQ / AWQ / compressed-tensors modules by the index of their packed codes.
+type PackedBySource = std::collections::HashMap<usize, (packed::Module, packed::Scheme)>;
 
 /// Adds every planned tensor to `w`, its bytes encoded when the writer reaches it.
 /// The metadata key that records NaN/Inf source values kept by `--allow-nonfinite` (u64
@@ -527,7 +580,7 @@ fn add_tensors<'a>(
     w: &mut GgufWriter<'a>,
     hf: &'a HfDir,
     planned: &[(usize, PlannedTensor)],
-    affine: &std::collections::HashMap<usize, mlx::AffineTensor>,
+    (affine, packed): (&AffineBySource, &PackedBySource),
     sink: &Sinks,
 ) {
     for (i, p) in planned {
@@ -537,9 +590,10 @@ fn add_tensors<'a>(
         let uf = sink.underflow.clone();
         let permute = p.permute_heads;
         let rows = p.ne.get(1).copied().unwrap_or(p.ne[0]) as usize;
-        let data = match affine.get(i).cloned() {
-            Some(at) => affine_data(hf, at, ty, permute, name, sink.fallback_errors.clone()),
-            None => {
+        let data = match (affine.get(i).cloned(), packed.get(i).cloned()) {
+            (Some(at), _) => affine_data(hf, at, ty, permute, name, sink.fallback_errors.clone()),
+            (None, Some(m)) => packed_data(hf, m, ty, permute, name, sink.fallback_errors.clone()),
+            (None, None) => {
                 let allow = sink.allow_nonfinite;
                 plain_data(hf, src, ty, (permute, rows), name, uf, allow)
             }
@@ -578,6 +632,38 @@ fn affine_data<'a>(
         } else {
             let d = mlx::decode(hf_ref, &at, permute)?;
             let x = mlx::named_formula(&d.codes, &d.scales, &d.biases, at.inn, g);
+            let (buf, err) = mlx::encode_fallback(ty, &x, &name)?;
+            if ty != GgmlType::F32 {
+                fe.borrow_mut().push(err);
+            }
+            buf
+        };
+        out.write_all(&buf)
+    }))
+}
+
+/// The deferred bytes of a GPTQ / AWQ / compressed-tensors module: encoded exactly, or the
+/// named-formula values stored as a fallback.
+fn packed_data<'a>(
+    hf_ref: &'a HfDir,
+    (m, s): (packed::Module, packed::Scheme),
+    ty: GgmlType,
+    permute: Option<usize>,
+    name: String,
+    fe: Rc<RefCell<Vec<mlx::FallbackError>>>,
+) -> TensorData<'a> {
+    TensorData::Deferred(Box::new(move |out| {
+        crate::interrupt::check().map_err(std::io::Error::other)?;
+        let d = packed::decode(hf_ref, &m, &s)?;
+        let order = mlx::row_order(m.out, permute);
+        let buf = if matches!(
+            ty,
+            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0
+        ) && packed::exact_type(&m, &s, &d).0 == Some(ty)
+        {
+            packed::encode_exact(ty, &d, m.inn, &order)
+        } else {
+            let x = packed::named_formula(&d, m.inn, &order);
             let (buf, err) = mlx::encode_fallback(ty, &x, &name)?;
             if ty != GgmlType::F32 {
                 fe.borrow_mut().push(err);

@@ -205,15 +205,20 @@ pub fn check_unexpected_keys(
 }
 
 /// The GGUF tensor names in the order a conversion of `hf` writes them: the HF folder's
-/// tensor order, mapped (MLX `.scales`/`.biases` belong to their `.weight`).
+/// tensor order, mapped (MLX `.scales`/`.biases` belong to their `.weight`; a GPTQ/AWQ/
+/// compressed-tensors module is named by its packed codes).
 pub fn expected_order(hf: &HfDir, a: arch::Arch) -> Result<Vec<String>> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for t in &hf.tensors {
-        if t.name.ends_with(".scales") || t.name.ends_with(".biases") {
-            continue;
-        }
-        if let Some(m) = arch::map_tensor(a, &t.name)? {
+        // A packed module (GPTQ/AWQ `qweight`, compressed-tensors `weight_packed`) sits where
+        // its codes do; its other tensors belong to it.
+        let name = match super::gate1_packed::role(&t.name) {
+            super::gate1_packed::Role::Codes(module) => format!("{module}.weight"),
+            super::gate1_packed::Role::Part => continue,
+            super::gate1_packed::Role::Plain => t.name.clone(),
+        };
+        if let Some(m) = arch::map_tensor(a, &name)? {
             if seen.insert(m.gguf.clone()) {
                 out.push(m.gguf);
             }

@@ -361,6 +361,10 @@ pub fn check(
     a: arch::Arch,
     blockers: &mut Vec<Blocker>,
 ) -> Result<(AffineGate1Report, Covered)> {
+    // GPTQ / AWQ / compressed-tensors sources have their own rule.
+    if let Some(done) = super::gate1_packed::check(gguf_path, c, hf, a, blockers)? {
+        return Ok(done);
+    }
     let mut r = AffineGate1Report {
         rule: "fields (codes, d/m bits) + named formula f32(scale)·f32(q) + f32(bias), u32 view; ggml to_float agreement reported".into(),
         ..Default::default()

@@ -16,6 +16,7 @@ pub mod expected_vocab;
 pub mod file_type;
 pub mod gate1;
 pub mod gate1_affine;
+pub mod gate1_packed;
 pub mod gate3;
 pub mod logits;
 pub mod outcome;

@@ -91,32 +91,43 @@ impl StoredBackend {
             .collect();
         let mut slots = HashMap::new();
         for src in &hf.tensors {
-            let Some(m) = arch::map_tensor(a, &src.name)? else {
+            // A packed module's codes stand for its `.weight`, shaped as the file stores it.
+            let (hf_name, source_shape) = match super::gate1_packed::role(&src.name) {
+                super::gate1_packed::Role::Codes(m) => (format!("{m}.weight"), None),
+                super::gate1_packed::Role::Part => continue,
+                super::gate1_packed::Role::Plain => (src.name.clone(), Some(&src.shape)),
+            };
+            let Some(m) = arch::map_tensor(a, &hf_name)? else {
                 continue;
             };
             let index = *by_name
                 .get(m.gguf.as_str())
                 .ok_or_else(|| anyhow!("{}: no tensor {}", gguf_path.display(), m.gguf))?;
-            let n = g.header.tensors[index].n_elements() as usize;
-            if n != src.n_elements() {
-                return Err(anyhow!(
-                    "{}: tensor {} has {n} elements, the source's {} has {}",
-                    gguf_path.display(),
-                    m.gguf,
-                    src.name,
-                    src.n_elements()
-                ));
-            }
+            let t = &g.header.tensors[index];
+            let n = t.n_elements() as usize;
+            let shape = match source_shape {
+                Some(s) if n != src.n_elements() => {
+                    return Err(anyhow!(
+                        "{}: tensor {} has {n} elements, the source's {} has {}",
+                        gguf_path.display(),
+                        m.gguf,
+                        src.name,
+                        s.iter().product::<usize>()
+                    ))
+                }
+                Some(s) => s.clone(),
+                None => t.dims.iter().rev().map(|d| *d as usize).collect(),
+            };
             let unpermute = if a == Arch::Llama {
                 qk_heads(hf, &m.gguf)
             } else {
                 None
             };
             slots.insert(
-                src.name.clone(),
+                hf_name,
                 Slot {
                     index,
-                    shape: src.shape.clone(),
+                    shape,
                     unpermute,
                 },
             );
