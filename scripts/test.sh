@@ -8,6 +8,7 @@ scripts/fetch-models.sh
 scripts/build-smollm2-fixture.sh
 scripts/build-qwen2-fixture.sh
 scripts/build-mlx-fixtures.sh
+scripts/build-quant-fixtures.sh
 scripts/build-v5-fixtures.sh
 cargo test --release --workspace --no-fail-fast
 # Style last, so a formatting nit never hides test results.

@@ -606,4 +606,43 @@ mod tests {
         };
         close_to_source("SmolLM2-135M-Instruct-gptq-8-g128-sym", s, Some(128));
     }
+
+    #[test]
+    fn awq_gemm_interleaved_order_sym_and_asym() {
+        let s = |group, sym| PackScheme {
+            format: PackFormat::AwqGemm,
+            bits: 4,
+            group: Some(group),
+            sym,
+            desc_act: false,
+        };
+        close_to_source("SmolLM2-135M-Instruct-awq-4-g32-sym", s(32, true), Some(8));
+        close_to_source("SmolLM2-135M-Instruct-awq-4-g64-asym", s(64, false), None);
+    }
+
+    #[test]
+    fn compressed_tensors_pack_quantized() {
+        let s = |bits, group, sym| PackScheme {
+            format: PackFormat::PackQuantized,
+            bits,
+            group,
+            sym,
+            desc_act: false,
+        };
+        close_to_source(
+            "SmolLM2-135M-Instruct-ct-4-g64-sym",
+            s(4, Some(64), true),
+            Some(8),
+        );
+        close_to_source(
+            "SmolLM2-135M-Instruct-ct-4-g32-asym",
+            s(4, Some(32), false),
+            None,
+        );
+        close_to_source(
+            "SmolLM2-135M-Instruct-ct-8-channel-sym",
+            s(8, None, true),
+            Some(128),
+        );
+    }
 }

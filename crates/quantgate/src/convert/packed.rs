@@ -443,7 +443,14 @@ fn module_of(
     let ct = s.family == Family::CompressedTensors;
     let scales = need(if ct { "weight_scale" } else { "scales" })?;
     let zeros = match (ct, s.sym) {
-        (true, true) => None,
+        (true, true) => match get("weight_zero_point") {
+            Some(z) => bail!(
+                "{}: tensor {}: a zero point, but config.json declares the weights symmetric",
+                hf.dir.display(),
+                hf.tensors[z].name
+            ),
+            None => None,
+        },
         (true, false) => Some(need("weight_zero_point")?),
         (false, _) => Some(need("qzeros")?),
     };
