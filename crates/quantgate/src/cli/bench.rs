@@ -12,10 +12,11 @@ use super::{exit::usage, Status};
 /// `bench` subcommands.
 #[derive(Subcommand)]
 pub enum BenchCommand {
-    /// Conversion throughput (MB/s of source) of the MLX repack path vs a plain copy conversion,
-    /// alternated child processes, with the ratio (goal: within 2×).
+    /// Conversion throughput (MB/s of source) of the repack path (MLX, GPTQ, AWQ or
+    /// compressed-tensors) vs a plain copy conversion, alternated child processes, with the
+    /// ratio (goal: within 2×).
     Repack {
-        /// An MLX-quantized HF folder.
+        /// An already-quantized HF folder (MLX, GPTQ, AWQ or compressed-tensors).
         mlx_dir: PathBuf,
         /// An unquantized HF folder (F16/BF16) converted with --outtype auto (a copy).
         #[arg(long)]
@@ -515,29 +516,49 @@ fn inspect(files: &[PathBuf], reps: usize) -> anyhow::Result<Status> {
     Ok(Status::Success)
 }
 
+/// The already-quantized format of a folder's config.json (`None`: a plain folder).
+fn quantized_format(dir: &Path) -> anyhow::Result<Option<String>> {
+    let cfg = quantgate::convert::hf::read_json(&dir.join("config.json"))?;
+    if reference::mlx::is_mlx_quantized(&cfg) {
+        return Ok(Some("MLX affine".into()));
+    }
+    Ok(
+        quantgate::convert::packed::Scheme::from_config(&cfg)?.map(|s| {
+            format!(
+                "{:?} {}-bit {}",
+                s.family,
+                s.bits,
+                if s.sym { "sym" } else { "asym" }
+            )
+        }),
+    )
+}
+
 fn repack(mlx_dir: &Path, plain_dir: &Path, reps: usize) -> anyhow::Result<Status> {
     at_least_one_rep(reps)?;
-    for (dir, want) in [(mlx_dir, true), (plain_dir, false)] {
-        let cfg = quantgate::convert::hf::read_json(&dir.join("config.json"))?;
-        if reference::mlx::is_mlx_quantized(&cfg) != want {
-            return Err(usage(format!(
-                "{}: {} (the first folder must be MLX-quantized, --plain must not be)",
-                dir.display(),
-                if want {
-                    "not MLX-quantized"
-                } else {
-                    "MLX-quantized"
-                }
-            )));
-        }
+    let format = quantized_format(mlx_dir)?.ok_or_else(|| {
+        usage(format!(
+            "{}: not an MLX, GPTQ, AWQ or compressed-tensors folder",
+            mlx_dir.display()
+        ))
+    })?;
+    if let Some(f) = quantized_format(plain_dir)? {
+        return Err(usage(format!(
+            "{}: {f} (--plain must be an unquantized folder)",
+            plain_dir.display()
+        )));
     }
     let exe = std::env::current_exe()?;
     let b = benchmarks::repack::run(&exe, mlx_dir, plain_dir, reps)?;
     println!("runtime: {}", llama_runtime::build_info());
     println!("| conversion | source MB | output MB | median wall s | median MB/s (source) | peak RSS MiB |\n|---|---:|---:|---:|---:|---:|");
     for (name, dir, arm) in [
-        ("repack (MLX affine → Q4_1 …)", mlx_dir, &b.repack),
-        ("plain copy (--outtype auto)", plain_dir, &b.plain),
+        (format!("repack ({format})"), mlx_dir, &b.repack),
+        (
+            "plain copy (--outtype auto)".to_string(),
+            plain_dir,
+            &b.plain,
+        ),
     ] {
         let col = |f: &dyn Fn(&(f64, quantgate::child::Measured)) -> f64| {
             median(&arm.runs.iter().map(f).collect::<Vec<_>>())

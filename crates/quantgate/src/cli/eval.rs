@@ -116,8 +116,9 @@ pub enum EvalCommand {
         /// Also write the JSON record here.
         #[arg(long)]
         json: Option<PathBuf>,
-        /// Also compute the PPL of this HF folder with the reference (candle f32; MLX affine
-        /// folders dequantized by the named formula) on the same tokens and chunks, printed
+        /// Also compute the PPL of this HF folder with the reference (candle f32; MLX, GPTQ,
+        /// AWQ and compressed-tensors folders dequantized by their named formula) on the same
+        /// tokens and chunks, printed
         /// side by side.
         #[arg(long)]
         reference: Option<PathBuf>,
