@@ -189,113 +189,134 @@ fn float_values(hf: &HfDir, t: &SourceTensor) -> std::io::Result<Vec<f32>> {
     Ok(v)
 }
 
+/// A module's sizes.
+#[derive(Clone, Copy)]
+struct Dims {
+    out: usize,
+    inn: usize,
+    groups: usize,
+    bits: usize,
+}
+
+/// Field `e` of a dense LSB-first stream of `bits`-wide fields (compressed-tensors packing; a
+/// field may straddle two words).
+fn dense(words: &[u32], e: usize, bits: usize) -> u32 {
+    let (k, sh) = (e * bits / 32, (e * bits % 32) as u32);
+    let mut v = words[k] >> sh;
+    if sh as usize + bits > 32 {
+        v |= words[k + 1] << (32 - sh);
+    }
+    v & ((1u32 << bits) - 1)
+}
+
+/// GPTQ: codes packed along the inputs (`[in·bits/32, out]`), zeros along the outputs.
+fn decode_gptq(w: &[u32], zw: &[u32], v1: bool, d: Dims, dec: &mut Decoded) {
+    let (per, mask) = (32 / d.bits, (1u32 << d.bits) - 1);
+    for (k, word) in w.iter().enumerate() {
+        let (r, o) = (k / d.out, k % d.out);
+        for j in 0..per {
+            dec.codes[o * d.inn + r * per + j] = ((word >> (j * d.bits)) & mask) as u8;
+        }
+    }
+    let zcols = d.out.div_ceil(per);
+    for g in 0..d.groups {
+        for o in 0..d.out {
+            let z = (zw[g * zcols + o / per] >> ((o % per) * d.bits)) & mask;
+            dec.zeros[o * d.groups + g] = z as i32 + v1 as i32;
+        }
+    }
+}
+
+/// AWQ GEMM: nibble k of a word holds output 8c + AWQ_ORDER[k], for codes and zeros alike.
+fn decode_awq(w: &[u32], zw: &[u32], d: Dims, dec: &mut Decoded) {
+    const AWQ_ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
+    let cols = d.out / 8;
+    for (k, word) in w.iter().enumerate() {
+        let (i, c) = (k / cols, k % cols);
+        for (n, o) in AWQ_ORDER.iter().enumerate() {
+            dec.codes[(c * 8 + o) * d.inn + i] = ((word >> (4 * n)) & 0xf) as u8;
+        }
+    }
+    for g in 0..d.groups {
+        for c in 0..cols {
+            for (n, o) in AWQ_ORDER.iter().enumerate() {
+                dec.zeros[(c * 8 + o) * d.groups + g] =
+                    ((zw[g * cols + c] >> (4 * n)) & 0xf) as i32;
+            }
+        }
+    }
+}
+
+/// compressed-tensors: codes dense along the inputs; zero points (asymmetric only) dense
+/// along the outputs, `[ceil(out·bits/32), groups]`; both stored + 2^(bits−1).
+fn decode_ct(w: &[u32], zw: &[u32], d: Dims, dec: &mut Decoded) {
+    let rw = (d.inn * d.bits).div_ceil(32);
+    for o in 0..d.out {
+        let row = &w[o * rw..(o + 1) * rw];
+        for i in 0..d.inn {
+            dec.codes[o * d.inn + i] = dense(row, i, d.bits) as u8;
+        }
+    }
+    if zw.is_empty() {
+        dec.zeros.fill(1 << (d.bits - 1));
+        return;
+    }
+    for g in 0..d.groups {
+        let col: Vec<u32> = zw.iter().skip(g).step_by(d.groups).copied().collect();
+        for o in 0..d.out {
+            dec.zeros[o * d.groups + g] = dense(&col, o, d.bits) as i32;
+        }
+    }
+}
+
 /// Reads a module's codes, zeros, scales and groups (shapes were checked by [`find`]).
 pub fn decode(hf: &HfDir, m: &Module, s: &Scheme) -> std::io::Result<Decoded> {
-    let (out, inn, bits) = (m.out, m.inn, s.bits as usize);
-    let grp = s.group.unwrap_or(inn);
-    let groups = inn.div_ceil(grp);
-    let mask = (1u32 << bits) - 1;
+    let grp = s.group.unwrap_or(m.inn);
+    let d = Dims {
+        out: m.out,
+        inn: m.inn,
+        groups: m.inn.div_ceil(grp),
+        bits: s.bits as usize,
+    };
     let w = le_words(&hf.bytes(&hf.tensors[m.anchor])?);
-    let mut codes = vec![0u8; out * inn];
-    let mut zeros = vec![0i32; out * groups];
-    let raw_scales = float_values(hf, &hf.tensors[m.scales])?;
-    let mut scales = vec![0f32; out * groups];
     let zw = match m.zeros {
         Some(z) => le_words(&hf.bytes(&hf.tensors[z])?),
         None => Vec::new(),
     };
-    // Bit position of element e in a dense LSB-first stream.
-    let at = |words: &[u32], e: usize| {
-        let (k, sh) = (e * bits / 32, (e * bits % 32) as u32);
-        let mut v = words[k] >> sh;
-        if sh as usize + bits > 32 {
-            v |= words[k + 1] << (32 - sh);
-        }
-        v & mask
+    let raw_scales = float_values(hf, &hf.tensors[m.scales])?;
+    let mut dec = Decoded {
+        codes: vec![0u8; d.out * d.inn],
+        zeros: vec![0i32; d.out * d.groups],
+        scales: raw_scales.clone(),
+        group_of: (0..d.inn).map(|i| i / grp).collect(),
+        groups: d.groups,
     };
     match s.family {
-        Family::Gptq { v1 } => {
-            let per = 32 / bits;
-            for (k, word) in w.iter().enumerate() {
-                let (r, o) = (k / out, k % out);
-                for j in 0..per {
-                    codes[o * inn + r * per + j] = ((word >> (j * bits)) & mask) as u8;
-                }
-            }
-            let zcols = out.div_ceil(per);
-            for g in 0..groups {
-                for o in 0..out {
-                    let z = (zw[g * zcols + o / per] >> ((o % per) * bits)) & mask;
-                    zeros[o * groups + g] = z as i32 + v1 as i32;
-                    scales[o * groups + g] = raw_scales[g * out + o];
-                }
-            }
-        }
-        Family::Awq => {
-            // Nibble k of a word holds output 8c + AWQ_ORDER[k].
-            const AWQ_ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
-            let cols = out / 8;
-            for (k, word) in w.iter().enumerate() {
-                let (i, c) = (k / cols, k % cols);
-                for (n, o) in AWQ_ORDER.iter().enumerate() {
-                    codes[(c * 8 + o) * inn + i] = ((word >> (4 * n)) & 0xf) as u8;
-                }
-            }
-            for g in 0..groups {
-                for c in 0..cols {
-                    for (n, o) in AWQ_ORDER.iter().enumerate() {
-                        let z = (zw[g * cols + c] >> (4 * n)) & 0xf;
-                        zeros[(c * 8 + o) * groups + g] = z as i32;
-                    }
-                }
-                for o in 0..out {
-                    scales[o * groups + g] = raw_scales[g * out + o];
-                }
-            }
-        }
-        Family::CompressedTensors => {
-            let rw = (inn * bits).div_ceil(32);
-            for o in 0..out {
-                let row = &w[o * rw..(o + 1) * rw];
-                for i in 0..inn {
-                    codes[o * inn + i] = at(row, i) as u8;
-                }
-            }
-            scales = raw_scales;
-            let half = 1i32 << (bits - 1);
-            if zw.is_empty() {
-                zeros.fill(half);
-            } else {
-                // [ceil(out·bits/32), groups], packed along the outputs; stored + 2^(bits−1).
-                for g in 0..groups {
-                    let col: Vec<u32> = zw.iter().skip(g).step_by(groups).copied().collect();
-                    for o in 0..out {
-                        zeros[o * groups + g] = at(&col, o) as i32;
-                    }
-                }
+        Family::Gptq { v1 } => decode_gptq(&w, &zw, v1, d, &mut dec),
+        Family::Awq => decode_awq(&w, &zw, d, &mut dec),
+        Family::CompressedTensors => decode_ct(&w, &zw, d, &mut dec),
+    }
+    if s.family != Family::CompressedTensors {
+        // GPTQ/AWQ scales are `[groups, out]`; ours are `[out, groups]`.
+        for g in 0..d.groups {
+            for o in 0..d.out {
+                dec.scales[o * d.groups + g] = raw_scales[g * d.out + o];
             }
         }
     }
-    let mut group_of: Vec<usize> = (0..inn).map(|i| i / grp).collect();
     if let Some(gi) = m.g_idx {
         let v = le_words(&hf.bytes(&hf.tensors[gi])?);
-        for (i, g) in v.iter().enumerate().take(inn) {
-            if *g as usize >= groups {
+        for (i, g) in v.iter().enumerate().take(d.inn) {
+            if *g as usize >= d.groups {
                 return Err(std::io::Error::other(format!(
-                    "{}.g_idx[{i}] = {g}: beyond the {groups} groups",
-                    m.module
+                    "{}.g_idx[{i}] = {g}: beyond the {} groups",
+                    m.module, d.groups
                 )));
             }
-            group_of[i] = *g as usize;
+            dec.group_of[i] = *g as usize;
         }
     }
-    Ok(Decoded {
-        codes,
-        zeros,
-        scales,
-        group_of,
-        groups,
-    })
+    Ok(dec)
 }
 
 /// The named formula `scale · (q − zero)` in f32, rows in `order`.
