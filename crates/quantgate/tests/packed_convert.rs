@@ -171,6 +171,43 @@ fn tampered_metadata_and_tensors_are_refused_or_no_go() {
     let r = common::verify_with(&dir, &good, None);
     assert_eq!(r.verdict, Verdict::NoGo, "{:?}", r.blockers);
 
+    // desc_act declared: with a trivial g_idx the values are unchanged (GO); without g_idx
+    // the act-order cannot be read (a convert error naming the module's g_idx).
+    let dir = with_config(tmp.path(), "gptq-4-g128-sym", |q| {
+        q["desc_act"] = true.into()
+    });
+    assert_eq!(common::verify_with(&dir, &good, None).verdict, Verdict::Go);
+    common::rewrite_safetensors(
+        &dir,
+        |h| {
+            for (k, v) in std::mem::take(h) {
+                h.insert(k.replace(".g_idx", ".g_idx_renamed"), v);
+            }
+        },
+        |_, _| {},
+    );
+    let e = convert(&dir, &tmp.path().join("v.gguf")).unwrap_err();
+    assert!(format!("{e:#}").contains(".g_idx is missing"), "{e:#}");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // A scales tensor of the wrong shape.
+    let dir = tmp.path().join("scales");
+    common::copy_hf(&fixture("gptq-4-g128-sym"), &dir);
+    common::rewrite_safetensors(
+        &dir,
+        |h| {
+            let t = h.get_mut(&format!("{q}.scales")).unwrap();
+            t["shape"] = serde_json::json!([576, 5]);
+        },
+        |_, _| {},
+    );
+    let e = convert(&dir, &tmp.path().join("u.gguf")).unwrap_err();
+    assert!(format!("{e:#}").contains(&format!("{q}.scales")), "{e:#}");
+    assert_eq!(
+        common::verify_with(&dir, &good, None).verdict,
+        Verdict::NoGo
+    );
+
     // A qzeros tensor of the wrong shape.
     let dir = tmp.path().join("shapes");
     common::copy_hf(&fixture("gptq-4-g128-sym"), &dir);

@@ -482,11 +482,13 @@ fn module_of(
             hf.dir.display()
         )
     })?;
-    let sc = &hf.tensors[scales];
-    let out = if ct {
-        sc.shape[0]
-    } else {
-        *sc.shape.last().unwrap_or(&0)
+    // The output count from the codes (the tensor the module is named by), so that a
+    // disagreeing scales or zeros tensor is the one named.
+    let codes = &hf.tensors[anchor].shape;
+    let out = match s.family {
+        Family::Gptq { .. } => codes.get(1).copied().unwrap_or(0),
+        Family::Awq => codes.get(1).map_or(0, |c| c * 8),
+        Family::CompressedTensors => codes.first().copied().unwrap_or(0),
     };
     let bits = s.bits as usize;
     let groups = inn.div_ceil(s.group.unwrap_or(inn));
