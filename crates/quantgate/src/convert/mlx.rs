@@ -614,35 +614,15 @@ pub fn plan(hf: &HfDir, qc: &QuantConfig, fallback: Option<Fallback>) -> Result<
                 hf.dir.display()
             );
         }
-        let (ty, rule) = exact_type(m.affine, exact);
-        let (ty, rule) = match (ty, fallback) {
-            (Some(t), _) => (t, rule),
-            (None, Some(Fallback::F32)) => {
-                (GgmlType::F32, format!("{rule} → fallback F32 (exact)"))
-            }
-            (None, Some(Fallback::F16)) => (
-                GgmlType::F16,
-                format!("{rule} → fallback F16 (lossy, error reported)"),
-            ),
-            (None, Some(Fallback::Requant(t))) => {
-                if m.inn % t.block_size() as usize != 0 {
-                    need.push(format!(
-                        "{}.weight ({rule}; {} inputs not a multiple of {t}'s {})",
-                        m.module,
-                        m.inn,
-                        t.block_size()
-                    ));
+        let (ty, rule) = match exact_type(m.affine, exact) {
+            (Some(t), rule) => (t, rule),
+            (None, rule) => match fallback_type(rule, fallback, m.inn) {
+                Ok(x) => x,
+                Err(why) => {
+                    need.push(format!("{}.weight ({why})", m.module));
                     continue;
                 }
-                (
-                    t,
-                    format!("{rule} → fallback re-quantized to {t} (lossy, error reported)"),
-                )
-            }
-            (None, None) => {
-                need.push(format!("{}.weight ({rule})", m.module));
-                continue;
-            }
+            },
         };
         p.skip.insert(m.scales);
         p.skip.insert(m.biases);
@@ -657,6 +637,32 @@ pub fn plan(hf: &HfDir, qc: &QuantConfig, fallback: Option<Fallback>) -> Result<
         );
     }
     Ok(p)
+}
+
+/// The stored type of a module no block type holds exactly, under the user's `fallback`, with
+/// the rule extended by it; `Err` with the reason when there is none (no fallback chosen, or a
+/// re-quantization whose block does not divide the `inn` inputs of a row).
+pub fn fallback_type(
+    rule: String,
+    fallback: Option<Fallback>,
+    inn: usize,
+) -> std::result::Result<(GgmlType, String), String> {
+    match fallback {
+        Some(Fallback::F32) => Ok((GgmlType::F32, format!("{rule} → fallback F32 (exact)"))),
+        Some(Fallback::F16) => Ok((
+            GgmlType::F16,
+            format!("{rule} → fallback F16 (lossy, error reported)"),
+        )),
+        Some(Fallback::Requant(t)) if !inn.is_multiple_of(t.block_size() as usize) => Err(format!(
+            "{rule}; {inn} inputs not a multiple of {t}'s {}",
+            t.block_size()
+        )),
+        Some(Fallback::Requant(t)) => Ok((
+            t,
+            format!("{rule} → fallback re-quantized to {t} (lossy, error reported)"),
+        )),
+        None => Err(rule),
+    }
 }
 
 /// `general.file_type` of a file written from an MLX, GPTQ, AWQ or compressed-tensors

@@ -563,23 +563,15 @@ pub fn plan(hf: &HfDir, s: &Scheme, fallback: Option<Fallback>) -> Result<Packed
     let mut need = Vec::new();
     for m in find(hf, s)? {
         let d = decode(hf, &m, s)?;
-        let (ty, rule) = match (exact_type(&m, s, &d), fallback) {
-            ((Some(t), rule), _) => (t, rule),
-            ((None, rule), Some(Fallback::F32)) => {
-                (GgmlType::F32, format!("{rule} → fallback F32 (exact)"))
-            }
-            ((None, rule), Some(Fallback::F16)) => (
-                GgmlType::F16,
-                format!("{rule} → fallback F16 (lossy, error reported)"),
-            ),
-            ((None, rule), Some(Fallback::Requant(t))) if m.inn % t.block_size() as usize == 0 => (
-                t,
-                format!("{rule} → fallback re-quantized to {t} (lossy, error reported)"),
-            ),
-            ((None, rule), _) => {
-                need.push(format!("{}.weight ({rule})", m.module));
-                continue;
-            }
+        let (ty, rule) = match exact_type(&m, s, &d) {
+            (Some(t), rule) => (t, rule),
+            (None, rule) => match super::mlx::fallback_type(rule, fallback, m.inn) {
+                Ok(x) => x,
+                Err(why) => {
+                    need.push(format!("{}.weight ({why})", m.module));
+                    continue;
+                }
+            },
         };
         p.skip.extend(m.parts.iter().copied());
         p.by_anchor.insert(m.anchor, (m, ty, rule));
