@@ -30,6 +30,7 @@ pub enum PackFormat {
 /// How every quantized module of a checkpoint is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PackScheme {
+    /// The packing.
     pub format: PackFormat,
     /// Bits per code.
     pub bits: u32,
@@ -160,7 +161,9 @@ fn compressed_tensors(q: &Value, path: &Path) -> Result<PackScheme> {
 /// One module, unpacked.
 #[derive(Clone, Debug)]
 pub struct Unpacked {
+    /// Output rows.
     pub out: usize,
+    /// Inputs per row.
     pub inn: usize,
     /// Groups per row.
     pub groups: usize,

@@ -39,11 +39,15 @@ pub enum Family {
 /// A checkpoint's quantization, from config.json alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scheme {
+    /// The packing family.
     pub family: Family,
+    /// Bits per code (2, 4 or 8; AWQ 4).
     pub bits: u32,
     /// `None`: per-channel (one group per row).
     pub group: Option<usize>,
+    /// Symmetric (GPTQ/AWQ `sym`, compressed-tensors `symmetric`).
     pub sym: bool,
+    /// GPTQ `desc_act` / compressed-tensors `actorder`.
     pub act_order: bool,
 }
 
@@ -150,12 +154,17 @@ pub struct Module {
     pub module: String,
     /// `qweight` / `weight_packed`: where the module sits in checkpoint order.
     pub anchor: usize,
+    /// `scales` / `weight_scale`.
     pub scales: usize,
+    /// `qzeros` / `weight_zero_point` (absent for symmetric compressed-tensors).
     pub zeros: Option<usize>,
+    /// GPTQ `g_idx`, when stored.
     pub g_idx: Option<usize>,
     /// Every other tensor of the module (consumed by it).
     pub parts: Vec<usize>,
+    /// Output rows of the weight.
     pub out: usize,
+    /// Inputs per row (from config.json's dimensions).
     pub inn: usize,
 }
 
@@ -169,6 +178,7 @@ pub struct Decoded {
     pub scales: Vec<f32>,
     /// Group of each input.
     pub group_of: Vec<usize>,
+    /// Groups per row.
     pub groups: usize,
 }
 
@@ -418,6 +428,7 @@ pub fn encode_exact(ty: GgmlType, d: &Decoded, inn: usize, order: &[usize]) -> V
 /// Per-module decisions of a packed checkpoint.
 #[derive(Default)]
 pub struct PackedPlan {
+    /// The checkpoint's scheme.
     pub scheme: Option<Scheme>,
     /// Anchor tensor index → (module, stored type, rule).
     pub by_anchor: HashMap<usize, (Module, GgmlType, String)>,
