@@ -628,15 +628,22 @@ pub fn plan(hf: &HfDir, qc: &QuantConfig, fallback: Option<Fallback>) -> Result<
         p.skip.insert(m.biases);
         p.by_weight.insert(m.weight, (m, ty, rule));
     }
-    if !need.is_empty() {
-        bail!(
-            "{}: {} tensor(s) cannot be stored exactly by any ggml block type: {}. Choose --fallback f32 (exact, larger), --fallback f16 (max error reported) or --fallback requant:TYPE (error stats reported)",
-            hf.dir.display(),
-            need.len(),
-            need.join(", ")
-        );
-    }
+    no_exact_type(hf, &need)?;
     Ok(p)
+}
+
+/// The error listing every module (`need`: "NAME.weight (reason)") that no ggml block type
+/// holds exactly and no fallback covers; `Ok` when there is none.
+pub fn no_exact_type(hf: &HfDir, need: &[String]) -> Result<()> {
+    if need.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "{}: {} tensor(s) cannot be stored exactly by any ggml block type: {}. Choose --fallback f32 (exact, larger), --fallback f16 (max error reported) or --fallback requant:TYPE (error stats reported)",
+        hf.dir.display(),
+        need.len(),
+        need.join(", ")
+    )
 }
 
 /// The stored type of a module no block type holds exactly, under the user's `fallback`, with

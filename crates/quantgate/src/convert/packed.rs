@@ -501,22 +501,7 @@ fn module_of(
         Family::Awq => codes.get(1).map_or(0, |c| c * 8),
         Family::CompressedTensors => codes.first().copied().unwrap_or(0),
     };
-    let bits = s.bits as usize;
-    let groups = inn.div_ceil(s.group.unwrap_or(inn));
-    let per = 32 / bits;
-    let (want_w, want_s, want_z) = match s.family {
-        Family::Gptq { .. } => (
-            vec![inn / per, out],
-            vec![groups, out],
-            vec![groups, out.div_ceil(per)],
-        ),
-        Family::Awq => (vec![inn, out / 8], vec![groups, out], vec![groups, out / 8]),
-        Family::CompressedTensors => (
-            vec![out, (inn * bits).div_ceil(32)],
-            vec![out, groups],
-            vec![(out * bits).div_ceil(32), groups],
-        ),
-    };
+    let (want_w, want_s, want_z) = implied_shapes(s, out, inn);
     let check = |i: usize, want: &[usize]| {
         let t = &hf.tensors[i];
         if t.shape != want {
@@ -562,6 +547,27 @@ fn module_of(
     })
 }
 
+/// The shapes `(codes, scales, zeros)` that `s` implies for a weight of `out × inn`
+/// (`docs/gptq-awq-ct-layout.md`).
+fn implied_shapes(s: &Scheme, out: usize, inn: usize) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    let bits = s.bits as usize;
+    let groups = inn.div_ceil(s.group.unwrap_or(inn));
+    let per = 32 / bits;
+    match s.family {
+        Family::Gptq { .. } => (
+            vec![inn / per, out],
+            vec![groups, out],
+            vec![groups, out.div_ceil(per)],
+        ),
+        Family::Awq => (vec![inn, out / 8], vec![groups, out], vec![groups, out / 8]),
+        Family::CompressedTensors => (
+            vec![out, (inn * bits).div_ceil(32)],
+            vec![out, groups],
+            vec![(out * bits).div_ceil(32), groups],
+        ),
+    }
+}
+
 /// Decides each module's stored type.
 ///
 /// Errors: as [`find`]; modules no block type holds exactly when no fallback was chosen (every
@@ -587,13 +593,6 @@ pub fn plan(hf: &HfDir, s: &Scheme, fallback: Option<Fallback>) -> Result<Packed
         p.skip.extend(m.parts.iter().copied());
         p.by_anchor.insert(m.anchor, (m, ty, rule));
     }
-    if !need.is_empty() {
-        bail!(
-            "{}: {} tensor(s) cannot be stored exactly by any ggml block type: {}. Choose --fallback f32 (exact, larger), --fallback f16 (max error reported) or --fallback requant:TYPE (error stats reported)",
-            hf.dir.display(),
-            need.len(),
-            need.join(", ")
-        );
-    }
+    super::mlx::no_exact_type(hf, &need)?;
     Ok(p)
 }
