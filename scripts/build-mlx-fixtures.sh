@@ -5,6 +5,9 @@
 #   SmolLM2-135M-Instruct-mlx-q4-g32          affine 4-bit, group 32
 #   SmolLM2-135M-Instruct-mlx-mixed-4-6       --quant-predicate mixed_4_6 (4/6 bits per layer)
 #   SmolLM2-135M-Instruct-mlx-q4-g64-dequant  q4-g64 dequantized back by `mlx_lm convert -d` (BF16)
+#   Qwen3-Embedding-0.6B-2L-seeded-mlx-mixed-4-6  the seed A folder (scripts/build-qwen3-embedding-
+#     fixture.sh, run here if missing) with --quant-predicate mixed_4_6; its tokenizer and
+#     sentence-transformers files are copied back from the source folder.
 # Source: .cache/hf/SmolLM2-135M-Instruct (scripts/build-smollm2-fixture.sh; run here if missing).
 # Environment: .cache/venv-mlx, mlx[cpu]==0.32.4 + mlx-lm==0.32.2 and their whole dependency
 # closure, every wheel pinned by sha256 in scripts/mlx-requirements.txt (cp311/cp312/cp313,
@@ -41,10 +44,12 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 export HF_HOME="$PWD/.cache/hf-home"   # keep any hub cache writes inside the repo's .cache
 
 outs=(mlx-q4-g64 mlx-q4-g32 mlx-mixed-4-6 mlx-q4-g64-dequant)
+q3=Qwen3-Embedding-0.6B-2L-seeded
 all_done=1
 for o in "${outs[@]}"; do
   [ -f ".cache/hf/$name-$o/.complete" ] || all_done=0
 done
+[ -f ".cache/hf/$q3-mlx-mixed-4-6/.complete" ] || all_done=0
 if [ "$all_done" = 1 ] && [ "$verify" = 0 ]; then
   echo "build-mlx-fixtures: all outputs present, nothing to do" >&2
   exit 0
@@ -119,6 +124,22 @@ convert mlx-q4-g32 "$src" -q --q-bits 4 --q-group-size 32
 # override (as real checkpoints made this way do); the effective group size is 64.
 convert mlx-mixed-4-6 "$src" -q --quant-predicate mixed_4_6
 convert mlx-q4-g64-dequant ".cache/hf/$name-mlx-q4-g64" -d
+
+# Seed A, mixed 4/6 bits (mlx-lm quantizes qwen3 on CPU).
+q3_out=".cache/hf/$q3-mlx-mixed-4-6"
+if [ ! -f "$q3_out/.complete" ]; then
+  bash scripts/build-qwen3-embedding-fixture.sh >/dev/null
+  rm -rf "$q3_out.tmp"
+  "$py" -m mlx_lm convert --hf-path ".cache/hf/$q3" --mlx-path "$q3_out.tmp" -q \
+    --quant-predicate mixed_4_6 >"$q3_out.log" 2>&1 || { cat "$q3_out.log" >&2; exit 1; }
+  mv "$q3_out.log" "$q3_out.tmp/convert.log"
+  rm -f "$q3_out.tmp/chat_template.jinja"
+  cp -rf ".cache/hf/$q3"/{tokenizer.json,tokenizer_config.json,modules.json,config_sentence_transformers.json,1_Pooling} "$q3_out.tmp/"
+  chmod -R u+w "$q3_out.tmp"
+  touch "$q3_out.tmp/.complete"
+  rm -rf "$q3_out"
+  mv "$q3_out.tmp" "$q3_out"
+fi
 
 [ "$verify" = 1 ] || exit 0
 

@@ -48,4 +48,19 @@ build awq-4-g32-sym auto-round auto_awq 4 32 SYM
 build ct-4-g64-sym llm-compressor pack-quantized 4 64 SYM
 build ct-4-g32-asym llm-compressor pack-quantized 4 32 ASYM
 build ct-8-channel-sym llm-compressor pack-quantized 8 0 SYM
+# The producing library's own dequantization of each GPTQ and compressed-tensors fixture, as a
+# plain F32 folder (scripts/library_dequant.py; AWQ has no CPU dequantizer in the closure).
+libdq() { # name
+  local in=.cache/hf/SmolLM2-135M-Instruct-$1 out=.cache/hf/SmolLM2-135M-Instruct-$1-libdq recipe
+  recipe=$( (cat scripts/library_dequant.py "$in/.complete") | sha256sum | cut -d' ' -f1)
+  [ "$(cat "$out/.complete" 2>/dev/null)" = "$recipe" ] && return 0
+  rm -rf "$out"
+  "$venv/bin/python" scripts/library_dequant.py "$in" "$out" > "$out.log" 2>&1 ||
+    { tail -20 "$out.log" >&2; exit 1; }
+  rm -f "$out.log" "$out/convert.log" "$out/.complete"
+  echo "$recipe" > "$out/.complete"
+}
+for n in gptq-4-g128-sym gptq-4-g32-asym gptq-8-g128-sym ct-4-g64-sym ct-4-g32-asym ct-8-channel-sym; do
+  libdq "$n"
+done
 echo "quant fixtures: .cache/hf/SmolLM2-135M-Instruct-{gptq,awq,ct}-*"

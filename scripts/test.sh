@@ -7,6 +7,7 @@ scripts/setup.sh
 scripts/fetch-models.sh
 scripts/build-smollm2-fixture.sh
 scripts/build-qwen2-fixture.sh
+scripts/build-qwen3-embedding-fixture.sh
 scripts/build-mlx-fixtures.sh
 scripts/build-quant-fixtures.sh
 scripts/build-v5-fixtures.sh

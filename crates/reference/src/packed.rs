@@ -573,6 +573,68 @@ mod tests {
         assert_eq!(modules, 9);
     }
 
+    /// Every module of `name` against the producing library's own dequantization
+    /// (`NAME-libdq`, scripts/library_dequant.py): auto-round's GPTQ kernel computes in f16 and
+    /// compressed-tensors in bf16, so our f32 scale·(q − zero) rounded to that type must equal
+    /// the library's value bit for bit (±0 aside). Returns the modules compared.
+    fn matches_library(name: &str, round: fn(f32) -> f32) -> usize {
+        let dir = hf(name);
+        let config = crate::read_json(&dir.join("config.json")).unwrap();
+        let s = scheme(&config, &dir).unwrap().expect("a packed scheme");
+        let w = MmapWeights::open(&crate::safetensors_files(&dir).unwrap()).unwrap();
+        let lib = hf(&format!("{name}-libdq"));
+        let lib = MmapWeights::open(&[lib.join("model.safetensors")]).unwrap();
+        let mut modules = 0;
+        for layer in 0..30 {
+            for (m, out, inn) in [
+                ("self_attn.q_proj", 576, 576),
+                ("self_attn.k_proj", 192, 576),
+                ("self_attn.v_proj", 192, 576),
+                ("self_attn.o_proj", 576, 576),
+                ("mlp.gate_proj", 1536, 576),
+                ("mlp.up_proj", 1536, 576),
+                ("mlp.down_proj", 576, 1536),
+            ] {
+                let prefix = format!("model.layers.{layer}.{m}");
+                let ours = unpack(&w, &prefix, &s, out, inn).unwrap().dequantize();
+                let (theirs, shape) = lib
+                    .decode_f32(&format!("{prefix}.weight"))
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(shape, [out, inn], "{prefix}");
+                // Bits, except that −0 equals +0: the library's weights come out of a product
+                // with the identity, where −0 + 0 = +0.
+                let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a == 0.0 && b == 0.0);
+                let bad = (0..ours.len())
+                    .filter(|&i| !same(round(ours[i]), theirs[i]))
+                    .count();
+                assert_eq!(bad, 0, "{name}: {prefix}: {bad} values differ");
+                modules += 1;
+            }
+        }
+        modules
+    }
+
+    fn via_f16(x: f32) -> f32 {
+        half::f16::from_f32(x).to_f32()
+    }
+
+    fn via_bf16(x: f32) -> f32 {
+        half::bf16::from_f32(x).to_f32()
+    }
+
+    #[test]
+    fn gptq_and_compressed_tensors_equal_their_library_dequantization() {
+        for name in ["gptq-4-g128-sym", "gptq-4-g32-asym", "gptq-8-g128-sym"] {
+            let n = matches_library(&format!("SmolLM2-135M-Instruct-{name}"), via_f16);
+            assert_eq!(n, 210, "{name}");
+        }
+        for name in ["ct-4-g64-sym", "ct-4-g32-asym", "ct-8-channel-sym"] {
+            let n = matches_library(&format!("SmolLM2-135M-Instruct-{name}"), via_bf16);
+            assert_eq!(n, 210, "{name}");
+        }
+    }
+
     #[test]
     fn gptq_4bit_g128_sym_v1() {
         let s = PackScheme {

@@ -54,8 +54,9 @@ pub struct Mismatch {
     pub hf: Vec<u32>,
     /// llama.cpp ids.
     pub llama: Vec<i32>,
-    /// `special-token offset` (one extra/missing id at the start or end, the rest equal) or
-    /// `scattered` (vocab, merges or pre-tokenizer differ).
+    /// `special-token offset: …` (one extra/missing id at the start or end, or one at each,
+    /// the rest equal; the text names the token and the side) or `scattered` (vocab, merges or
+    /// pre-tokenizer differ).
     pub shape: String,
 }
 
@@ -85,15 +86,47 @@ pub struct TokenizerReport {
     pub limitations: Vec<String>,
 }
 
-fn shape(hf: &[u32], ll: &[i32]) -> String {
+/// How llama.cpp's ids `ll` differ from HF's `hf`: `special-token offset: …` naming the id one
+/// side adds or drops at the start or end (e.g. `HF appends <|endoftext|> (id 151643) at the
+/// end; llama.cpp does not`), or `scattered`.
+fn shape(tok: &HfTokenizer, hf: &[u32], ll: &[i32]) -> String {
     let h: Vec<i64> = hf.iter().map(|x| *x as i64).collect();
     let l: Vec<i64> = ll.iter().map(|x| *x as i64).collect();
-    let offset_one = (h.len() + 1 == l.len() && (l[1..] == h[..] || l[..l.len() - 1] == h[..]))
-        || (l.len() + 1 == h.len() && (h[1..] == l[..] || h[..h.len() - 1] == l[..]))
-        || (h.len() == l.len() + 2 && h.len() >= 2 && h[1..h.len() - 1] == l[..])
-        || (l.len() == h.len() + 2 && l.len() >= 2 && l[1..l.len() - 1] == h[..]);
-    if offset_one {
-        "special-token offset".into()
+    let name = |id: i64| {
+        let t = u32::try_from(id)
+            .ok()
+            .and_then(|i| tok.inner().id_to_token(i))
+            .unwrap_or_else(|| "?".into());
+        format!("{t} (id {id})")
+    };
+    // The ids `long` has beyond `short`: (at the start, at the end).
+    let extra = |long: &[i64], short: &[i64]| -> Option<(Option<i64>, Option<i64>)> {
+        match long.len().checked_sub(short.len())? {
+            1 if long[1..] == *short => Some((Some(long[0]), None)),
+            1 if long[..short.len()] == *short => Some((None, Some(long[short.len()]))),
+            2 if long[1..long.len() - 1] == *short => {
+                Some((Some(long[0]), Some(long[long.len() - 1])))
+            }
+            _ => None,
+        }
+    };
+    let say = |who: &str, other: &str, (start, end): (Option<i64>, Option<i64>)| {
+        let mut parts = Vec::new();
+        if let Some(id) = start {
+            parts.push(format!("prepends {}", name(id)));
+        }
+        if let Some(id) = end {
+            parts.push(format!("appends {}", name(id)));
+        }
+        format!(
+            "special-token offset: {who} {}; {other} does not",
+            parts.join(" and ")
+        )
+    };
+    if let Some(x) = extra(&h, &l) {
+        say("HF", "llama.cpp", x)
+    } else if let Some(x) = extra(&l, &h) {
+        say("llama.cpp", "HF", x)
     } else {
         "scattered".into()
     }
@@ -256,7 +289,7 @@ pub fn check(
             } else if r.first_mismatch.is_none() {
                 r.first_mismatch = Some(Mismatch {
                     text: cut(text),
-                    shape: shape(&want, &got),
+                    shape: shape(hf, &want, &got),
                     hf: want.clone(),
                     llama: got,
                 });

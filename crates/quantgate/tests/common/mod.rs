@@ -64,7 +64,7 @@ pub fn hf(name: &str) -> PathBuf {
     let p = repo().join(".cache/hf").join(name);
     assert!(
         p.exists(),
-        "{}: run scripts/fetch-models.sh, scripts/build-smollm2-fixture.sh, scripts/build-qwen2-fixture.sh and scripts/build-mlx-fixtures.sh",
+        "{}: run scripts/test.sh (it builds every fixture: fetch-models.sh and the build-*.sh scripts)",
         p.display()
     );
     p
