@@ -224,3 +224,66 @@ fn tampered_metadata_and_tensors_are_refused_or_no_go() {
     let r = common::verify_with(&dir, &good, None);
     assert_eq!(r.verdict, Verdict::NoGo);
 }
+
+/// gptq_v2 stores the zero itself where v1 stores zero − 1. The asymmetric v1 fixture
+/// re-encoded as v2 (every qzeros field + 1; no v1 field is 15 here, so none wraps) converts to
+/// the same tensors, and verifies GO against the v2 folder.
+#[test]
+fn gptq_v2_reencoding_of_the_v1_fixture_gives_the_same_tensors_and_go() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v1 = fixture("gptq-4-g32-asym");
+    let v2 = with_config(tmp.path(), "gptq-4-g32-asym", |q| {
+        q["checkpoint_format"] = "gptq_v2".into()
+    });
+    let fields = std::cell::Cell::new(0usize);
+    common::rewrite_safetensors(
+        &v2,
+        |_| {},
+        |h, data| {
+            for (name, t) in h.iter().filter(|(n, _)| n.ends_with(".qzeros")) {
+                let r = &t["data_offsets"];
+                let (a, b) = (r[0].as_u64().unwrap(), r[1].as_u64().unwrap());
+                for w in data[a as usize..b as usize].chunks_exact_mut(4) {
+                    let mut x = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                    let mut y = 0u32;
+                    for k in 0..8 {
+                        let f = (x & 15) + 1;
+                        assert!(f <= 15, "{name}: a v1 field of 15 cannot be re-encoded");
+                        y |= f << (4 * k);
+                        x >>= 4;
+                    }
+                    w.copy_from_slice(&y.to_le_bytes());
+                    fields.set(fields.get() + 8);
+                }
+            }
+        },
+    );
+    // 30 layers × 7 modules, 18 groups of 32 inputs (576) or 48 (1536) per output.
+    assert_eq!(
+        fields.get(),
+        30 * (576 * 18 * 2 + 192 * 18 * 2 + 1536 * 18 * 2 + 576 * 48)
+    );
+    let (a, b) = (tmp.path().join("v1.gguf"), tmp.path().join("v2.gguf"));
+    convert(&v1, &a).unwrap();
+    convert(&v2, &b).unwrap();
+    let (ga, gb) = (gguf::Gguf::open(&a).unwrap(), gguf::Gguf::open(&b).unwrap());
+    assert_eq!(ga.header.tensors.len(), gb.header.tensors.len());
+    for (x, y) in ga.header.tensors.iter().zip(&gb.header.tensors) {
+        assert_eq!(x.name, y.name);
+        assert!(ga.tensor_data(x) == gb.tensor_data(y), "{}", x.name);
+    }
+    let r = common::verify_with(&v2, &b, None);
+    assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
+    assert_eq!(r.gate1_affine.as_ref().unwrap().values_identical, 210);
+    // The v2 data declared v1: every zero reads one too many, so the file is NO-GO.
+    common::edit_config(&v2, |v| {
+        v["quantization_config"]["checkpoint_format"] = "gptq".into()
+    });
+    let r = common::verify_with(&v2, &b, None);
+    assert_eq!(r.verdict, Verdict::NoGo);
+    assert!(
+        r.blockers.iter().any(|x| x.code == BlockerCode::TensorBits),
+        "{:?}",
+        r.blockers
+    );
+}
