@@ -7,13 +7,11 @@ use quantgate::convert::OutType;
 use quantgate::eval::ppl::{self, PplParams};
 use quantgate::eval::ref_ppl::reference_perplexity;
 
-#[test]
-fn reference_ppl_matches_llama_cpp_on_f16() {
-    let hf = common::hf("SmolLM2-135M-Instruct");
-    assert!(
-        hf.join(".complete").exists(),
-        "run scripts/build-smollm2-fixture.sh first"
-    );
+/// The reference's PPL of `name` and llama.cpp's of its F16 conversion: 2 chunks of 128
+/// tokens; returns the relative difference.
+fn relative_difference(name: &str) -> f64 {
+    let hf = common::hf(name);
+    assert!(hf.join(".complete").exists(), "run scripts/test.sh first");
     let text = ppl::read_text(&common::wiki()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let gguf = dir.path().join("smollm2-f16.gguf");
@@ -56,6 +54,19 @@ fn reference_ppl_matches_llama_cpp_on_f16() {
     );
     assert_eq!((r.chunks, r.scored_tokens), (l.chunks, l.scored_tokens));
     assert!(r.ppl.is_finite() && r.ppl_se > 0.0);
+    rel
+}
+
+#[test]
+fn reference_ppl_matches_llama_cpp_on_f16() {
     // Measured: 22.820379 vs 22.815551 (2.1e-4; F16 weights and llama.cpp's kernels).
-    assert!(rel < 2e-3, "reference {} vs llama.cpp {}", r.ppl, l.ppl);
+    let rel = relative_difference("SmolLM2-135M-Instruct");
+    assert!(rel < 2e-3, "relative difference {rel}");
+}
+
+#[test]
+fn reference_ppl_matches_llama_cpp_on_qwen2_f16() {
+    // The same bound as SmolLM2's, fixed before the first qwen2 measurement.
+    let rel = relative_difference("Qwen2.5-Coder-0.5B-Instruct");
+    assert!(rel < 2e-3, "relative difference {rel}");
 }

@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
 use reference::decoder::Decoder;
-use reference::tokenizer::HfTokenizer;
 use serde::Serialize;
 
 use super::ppl::nll;
@@ -51,7 +50,9 @@ pub fn reference_perplexity(
     if n_ctx < 4 {
         bail!("n_ctx {n_ctx} is too small");
     }
-    let tok = HfTokenizer::from_file(&hf_dir.join("tokenizer.json"))?;
+    // tokenizer.json, or the tokenizer rebuilt from vocab.json + merges.txt (Qwen2.5 folders
+    // without tokenizer.json), as verify's Gate 2 loads it.
+    let tok = crate::convert::tokenizer::load(hf_dir)?.tokenizer;
     // llama-perplexity tokenizes with add_special = true.
     let tokens = tok
         .encode(text, true)
