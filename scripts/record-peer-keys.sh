@@ -6,15 +6,7 @@
 # transformers==5.24.0 from PyPI, both cached in $QUANTGATE_CACHE (default ~/.cache/quantgate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cache=${QUANTGATE_CACHE:-$HOME/.cache/quantgate}
-mkdir -p "$cache/sdist" out/peer
-sdist=$cache/sdist/llama_cpp_python-0.3.36.tar.gz
-[ -f "$sdist" ] || python3 -m pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d "$cache/sdist"
-venv=$cache/venv-torch
-[ -x "$venv/bin/python" ] || { python3 -m venv "$venv"; "$venv/bin/pip" install -q torch transformers==5.24.0 safetensors sentencepiece protobuf numpy; }
-src=out/peer/src
-[ -d "$src" ] || { mkdir -p "$src"; tar xzf "$sdist" -C "$src"; }
-llama=$(ls -d "$src"/*/vendor/llama.cpp)
+. scripts/peer-converter.sh
 run() { # name folder [--vocab-only]
   (cd "$llama" && "$venv/bin/python" convert_hf_to_gguf.py "$OLDPWD/$2" ${3:-} --outtype f16 --outfile "$OLDPWD/out/peer/$1.gguf" >/dev/null)
 }
