@@ -16,6 +16,14 @@ from gguf import GGUFReader
 from gguf.quants import dequantize
 
 GLOBAL = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+# gemma3's extra norms, and its ffn_norm (llama.cpp: pre-FFN norm; HF: pre_feedforward_layernorm).
+GEMMA3_LAYER = {
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "post_attention_norm": "post_attention_layernorm",
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+}
 LAYER = {
     "attn_norm": "input_layernorm",
     "attn_q": "self_attn.q_proj",
@@ -47,18 +55,24 @@ def bf16(a):
 
 def hf_tensors(reader, cfg, unpermute_qk):
     n_head, n_kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    # convert_hf_to_gguf.py's Gemma3Model stores every RMSNorm weight + 1 (HF's Gemma norm
+    # multiplies by 1 + w, llama.cpp's by w): undone here.
+    gemma3 = cfg.get("model_type") == "gemma3_text"
+    layer = {**LAYER, **GEMMA3_LAYER} if gemma3 else LAYER
     tensors = {}
     for t in reader.tensors:
         shape = tuple(int(d) for d in reversed(t.shape.tolist()))
         w = dequantize(t.data, t.tensor_type).astype(np.float32).reshape(shape)
         name, suffix = t.name.rsplit(".", 1)
+        if gemma3 and name.endswith("norm"):
+            w = w - np.float32(1.0)
         if name.startswith("blk."):
             _, i, local = name.split(".", 2)
             if unpermute_qk and local == "attn_q":
                 w = unpermute(w, n_head)
             elif unpermute_qk and local == "attn_k":
                 w = unpermute(w, n_kv)
-            hf = f"model.layers.{i}.{LAYER[local]}.{suffix}"
+            hf = f"model.layers.{i}.{layer[local]}.{suffix}"
         else:
             hf = f"{GLOBAL[name]}.{suffix}"
         tensors[hf] = w

@@ -10,6 +10,7 @@ scripts/build-qwen2-fixture.sh
 scripts/build-qwen3-embedding-fixture.sh
 scripts/build-mlx-fixtures.sh
 scripts/build-quant-fixtures.sh
+scripts/build-gemma3-fixture.sh
 scripts/build-v5-fixtures.sh
 cargo test --release --workspace --no-fail-fast
 # Style last, so a formatting nit never hides test results.
