@@ -84,6 +84,19 @@ fn with_config(tmp: &Path, name: &str, edit: impl Fn(&mut serde_json::Value)) ->
     dir
 }
 
+/// A copy of the GPTQ 4-bit g128 fixture in `tmp/name` whose header declares `tensor` with
+/// `shape` (the data untouched).
+fn with_shape(tmp: &Path, name: &str, tensor: &str, shape: [u64; 2]) -> PathBuf {
+    let dir = tmp.join(name);
+    common::copy_hf(&fixture("gptq-4-g128-sym"), &dir);
+    common::rewrite_safetensors(
+        &dir,
+        |h| h.get_mut(tensor).unwrap()["shape"] = serde_json::json!(shape),
+        |_, _| {},
+    );
+    dir
+}
+
 #[test]
 fn tampered_metadata_and_tensors_are_refused_or_no_go() {
     let tmp = tempfile::tempdir().unwrap();
@@ -191,16 +204,7 @@ fn tampered_metadata_and_tensors_are_refused_or_no_go() {
     std::fs::remove_dir_all(&dir).unwrap();
 
     // A scales tensor of the wrong shape.
-    let dir = tmp.path().join("scales");
-    common::copy_hf(&fixture("gptq-4-g128-sym"), &dir);
-    common::rewrite_safetensors(
-        &dir,
-        |h| {
-            let t = h.get_mut(&format!("{q}.scales")).unwrap();
-            t["shape"] = serde_json::json!([576, 5]);
-        },
-        |_, _| {},
-    );
+    let dir = with_shape(tmp.path(), "scales", &format!("{q}.scales"), [576, 5]);
     let e = convert(&dir, &tmp.path().join("u.gguf")).unwrap_err();
     assert!(format!("{e:#}").contains(&format!("{q}.scales")), "{e:#}");
     assert_eq!(
@@ -209,16 +213,7 @@ fn tampered_metadata_and_tensors_are_refused_or_no_go() {
     );
 
     // A qzeros tensor of the wrong shape.
-    let dir = tmp.path().join("shapes");
-    common::copy_hf(&fixture("gptq-4-g128-sym"), &dir);
-    common::rewrite_safetensors(
-        &dir,
-        |h| {
-            let t = h.get_mut(&format!("{q}.qzeros")).unwrap();
-            t["shape"] = serde_json::json!([72, 5]);
-        },
-        |_, _| {},
-    );
+    let dir = with_shape(tmp.path(), "shapes", &format!("{q}.qzeros"), [72, 5]);
     let e = convert(&dir, &tmp.path().join("w.gguf")).unwrap_err();
     assert!(format!("{e:#}").contains(&format!("{q}.qzeros")), "{e:#}");
     let r = common::verify_with(&dir, &good, None);
