@@ -48,6 +48,10 @@ pub mod llm {
     pub const CAUSAL: &str = "{arch}.attention.causal";
     /// RoPE base frequency (f32).
     pub const ROPE_FREQ_BASE: &str = "{arch}.rope.freq_base";
+    /// RoPE base frequency of the sliding-window layers (f32; gemma3: `rope_local_base_freq`).
+    pub const ROPE_FREQ_BASE_SWA: &str = "{arch}.rope.freq_base_swa";
+    /// Sliding-window size in tokens of the SWA layers (u32; gemma3: `sliding_window`).
+    pub const SLIDING_WINDOW: &str = "{arch}.attention.sliding_window";
     /// RoPE dimensions (u32).
     pub const ROPE_DIMENSION_COUNT: &str = "{arch}.rope.dimension_count";
     /// RoPE scaling: `none`, `linear`, `yarn`, `longrope` (string; gguf-py `RopeScalingType`).
@@ -74,6 +78,8 @@ pub mod tokenizer {
     pub const PRE: &str = "tokenizer.ggml.pre";
     /// Token texts (array of string).
     pub const TOKENS: &str = "tokenizer.ggml.tokens";
+    /// SentencePiece piece scores by id (array of f32; `llama` vocabularies).
+    pub const SCORES: &str = "tokenizer.ggml.scores";
     /// llama.h `LLAMA_TOKEN_TYPE_*` per token (array of i32).
     pub const TOKEN_TYPE: &str = "tokenizer.ggml.token_type";
     /// BERT's segment vocabulary size (u32).

@@ -67,3 +67,9 @@ fn smollm2_f16_tensors_equal_convert_hf_to_gguf() {
 fn qwen2_f16_tensors_equal_convert_hf_to_gguf() {
     same_tensors_as_peer("Qwen2.5-Coder-0.5B-Instruct", 291);
 }
+
+#[test]
+fn gemma3_f16_tensors_equal_convert_hf_to_gguf() {
+    // The norms are stored as 1 + w, added in f32 after widening the BF16 source.
+    same_tensors_as_peer("gemma-3-270m", 236);
+}

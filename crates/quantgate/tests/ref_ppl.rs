@@ -10,13 +10,17 @@ use quantgate::eval::ref_ppl::reference_perplexity;
 /// The reference's PPL of `name` and llama.cpp's of its F16 conversion: 2 chunks of 128
 /// tokens; returns the relative difference.
 fn relative_difference(name: &str) -> f64 {
+    relative_difference_at(name, 128, 2)
+}
+
+/// As [`relative_difference`], over `chunks` chunks of `n_ctx` tokens.
+fn relative_difference_at(name: &str, n_ctx: usize, chunks: usize) -> f64 {
     let hf = common::hf(name);
     assert!(hf.join(".complete").exists(), "run scripts/test.sh first");
     let text = ppl::read_text(&common::wiki()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let gguf = dir.path().join("smollm2-f16.gguf");
     common::convert_to(&hf, &gguf, OutType::F16, false);
-    let (n_ctx, chunks) = (128usize, 2usize);
     let l = ppl::perplexity(
         &gguf,
         &text,
@@ -68,5 +72,13 @@ fn reference_ppl_matches_llama_cpp_on_f16() {
 fn reference_ppl_matches_llama_cpp_on_qwen2_f16() {
     // The same bound as SmolLM2's, fixed before the first qwen2 measurement.
     let rel = relative_difference("Qwen2.5-Coder-0.5B-Instruct");
+    assert!(rel < 2e-3, "relative difference {rel}");
+}
+
+#[test]
+fn reference_ppl_matches_llama_cpp_on_gemma3_f16_past_the_sliding_window() {
+    // One chunk of 1024 tokens: the sliding-window layers (window 512) mask half the context.
+    // The same bound as SmolLM2's, fixed before the first gemma3 measurement.
+    let rel = relative_difference_at("gemma-3-270m", 1024, 1);
     assert!(rel < 2e-3, "relative difference {rel}");
 }

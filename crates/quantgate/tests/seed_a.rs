@@ -192,3 +192,50 @@ fn seed_a_mixed_4_6_converts_with_the_declared_fallback_and_verifies_go() {
     assert_eq!((a.fallback_tensors, a.fallback_identical), (2, 2));
     assert!(v.gate2_vectors.as_ref().unwrap().min_cosine >= 0.999);
 }
+
+/// Seed A released: F16 and Q8_0 of the seeded checkpoint through `quantgate release` (verify
+/// each, card, SHA256SUMS, Gate 3 on the released bytes) end in GO, the sums check, and the
+/// sentence-transformers pooling files that declare last-token pooling ship with it.
+#[test]
+fn seed_a_release_is_go() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f16 = tmp.path().join("seed-a-f16.gguf");
+    common::convert_to(&seed_a(), &f16, OutType::F16, false);
+    let q8 = tmp.path().join("seed-a-q8_0.gguf");
+    common::quantize_to(&f16, &q8, "Q8_0");
+    let out = tmp.path().join("release");
+    let o = common::qg()
+        .arg("release")
+        .arg("--hf")
+        .arg(seed_a())
+        .arg("--gguf")
+        .arg(&f16)
+        .arg("--gguf")
+        .arg(&q8)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success() && stdout.lines().last() == Some("GO"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for f in [
+        "seed-a-f16.gguf",
+        "seed-a-q8_0.gguf",
+        "SHA256SUMS",
+        "README.md",
+    ] {
+        assert!(out.join(f).is_file(), "{f} missing from the release");
+    }
+    let sums = std::process::Command::new("sha256sum")
+        .args(["-c", "SHA256SUMS"])
+        .current_dir(&out)
+        .output()
+        .unwrap();
+    assert!(sums.status.success(), "{sums:?}");
+    let pooling = common::json(&out.join("1_Pooling/config.json"));
+    assert_eq!(pooling["pooling_mode_lasttoken"], true);
+}

@@ -2,8 +2,13 @@
 //! candle ops, returning every position: final-norm hidden states and logits.
 //!
 //! Per-architecture differences: qwen2 has q/k/v biases; qwen3 has per-head RMS norms on q and
-//! k (`q_norm`, `k_norm`) and an explicit `head_dim`. RoPE is HF's rotate-half form for all three
+//! k (`q_norm`, `k_norm`) and an explicit `head_dim`. RoPE is HF's rotate-half form for all
 //! (llama.cpp's Q/K row permutation for llama is a storage detail of GGUF, not of HF weights).
+//! gemma3 (transformers `modeling_gemma3.py`, `Gemma3ForCausalLM`): RMS norms scale by `1 + w`;
+//! embeddings times √hidden; norms after attention and after the FFN as well as before; Q/K
+//! norms; tanh GELU; queries scaled by `query_pre_attn_scalar^-1/2`; sliding-window layers
+//! (`layer_types`) attend to the last `sliding_window` positions with their own RoPE base
+//! (`rope_local_base_freq`).
 
 use std::path::Path;
 
@@ -25,8 +30,58 @@ pub struct DecoderConfig {
     pub tie_word_embeddings: bool,
     /// q/k/v projections have biases (qwen2).
     pub qkv_bias: bool,
-    /// Per-head RMS norms on q and k (qwen3).
+    /// Per-head RMS norms on q and k (qwen3, gemma3).
     pub qk_norm: bool,
+    /// gemma3's differences, `None` for the others.
+    pub gemma: Option<GemmaConfig>,
+}
+
+/// What gemma3 adds to a decoder's config.
+#[derive(Clone, Debug)]
+pub struct GemmaConfig {
+    /// Per layer: whether it is a sliding-window layer (`layer_types`).
+    pub sliding: Vec<bool>,
+    /// Tokens a sliding-window layer sees, the current one included (`sliding_window`).
+    pub window: usize,
+    /// RoPE base of the sliding-window layers (`rope_local_base_freq`, or v5
+    /// `rope_parameters.sliding_attention.rope_theta`).
+    pub local_rope_theta: f64,
+    /// Queries are scaled by this to the power −1/2 (`query_pre_attn_scalar`).
+    pub query_pre_attn_scalar: f64,
+}
+
+impl GemmaConfig {
+    fn from_json(v: &serde_json::Value, path: &Path, n_layer: usize, hd: usize) -> Result<Self> {
+        let f = |k: &str| crate::hf_config::field(v, k);
+        let missing =
+            |k: &str| RefError::Unsupported(format!("{}: field {k} is missing", path.display()));
+        let sliding: Vec<bool> = match f("layer_types").and_then(|l| l.as_array()) {
+            Some(l) => l.iter().map(|t| t == "sliding_attention").collect(),
+            None => {
+                let p = f("sliding_window_pattern")
+                    .or_else(|| f("_sliding_window_pattern"))
+                    .and_then(|x| x.as_u64())
+                    .unwrap_or(6) as usize;
+                (0..n_layer).map(|i| (i + 1) % p.max(1) != 0).collect()
+            }
+        };
+        let local = f("rope_parameters")
+            .and_then(|r| r.get("sliding_attention"))
+            .and_then(|s| s.get("rope_theta"))
+            .or_else(|| f("rope_local_base_freq"))
+            .and_then(|x| x.as_f64())
+            .ok_or_else(|| missing("rope_local_base_freq"))?;
+        Ok(GemmaConfig {
+            sliding,
+            window: f("sliding_window")
+                .and_then(|x| x.as_u64())
+                .ok_or_else(|| missing("sliding_window"))? as usize,
+            local_rope_theta: local,
+            query_pre_attn_scalar: f("query_pre_attn_scalar")
+                .and_then(|x| x.as_f64())
+                .unwrap_or(hd as f64),
+        })
+    }
 }
 
 impl DecoderConfig {
@@ -39,7 +94,7 @@ impl DecoderConfig {
         let (qkv_bias, qk_norm) = match model_type {
             "llama" | "mistral" => (false, false),
             "qwen2" => (true, false),
-            "qwen3" => (false, true),
+            "qwen3" | "gemma3_text" => (false, true),
             other => return Err(RefError::Unsupported(format!("model_type {other:?}"))),
         };
         let hidden = int("hidden_size")?;
@@ -52,17 +107,34 @@ impl DecoderConfig {
                 hp.rope_type
             )));
         }
+        let n_layer = int("num_hidden_layers")?;
+        let head_dim = int("head_dim").unwrap_or(hidden / heads);
+        let gemma = (model_type == "gemma3_text")
+            .then(|| GemmaConfig::from_json(&v, path, n_layer, head_dim))
+            .transpose()?;
         Ok(DecoderConfig {
             hidden_size: hidden,
-            num_hidden_layers: int("num_hidden_layers")?,
+            num_hidden_layers: n_layer,
             num_attention_heads: heads,
             num_key_value_heads: int("num_key_value_heads").unwrap_or(heads),
-            head_dim: int("head_dim").unwrap_or(hidden / heads),
+            head_dim,
             rms_norm_eps: hp.rms_norm_eps,
             rope_theta: hp.rope_theta.0,
             tie_word_embeddings: v["tie_word_embeddings"].as_bool().unwrap_or(false),
             qkv_bias,
             qk_norm,
+            gemma,
+        })
+    }
+}
+
+impl DecoderConfig {
+    /// An RMS norm's weight as the forward multiplies by it: `1 + w` for gemma3
+    /// (`Gemma3RMSNorm`), `w` otherwise.
+    fn norm_weight(&self, w: Tensor) -> Result<Tensor> {
+        Ok(match self.gemma {
+            Some(_) => (w + 1.0)?,
+            None => w,
         })
     }
 }
@@ -76,6 +148,10 @@ struct Layer {
     q_norm: Option<Tensor>,
     k_norm: Option<Tensor>,
     ffn_norm: Tensor,
+    /// gemma3: the norms of the attention output and of the FFN output.
+    post_norms: Option<(Tensor, Tensor)>,
+    /// gemma3: a sliding-window layer.
+    sliding: bool,
     gate: Linear,
     up: Linear,
     down: Linear,
@@ -99,17 +175,19 @@ pub struct DecoderOutput {
     pub logits: Tensor,
 }
 
-/// Per-sequence constants of a forward: RoPE tables and the causal mask.
+/// Per-sequence constants of a forward: RoPE tables and the causal mask, and gemma3's
+/// sliding-window layers' own.
 struct SeqTables {
     cos: Tensor,
     sin: Tensor,
     mask: Tensor,
+    local: Option<Box<SeqTables>>,
 }
 
 impl Layer {
-    /// Reads layer `l`'s weights as f32, checking every shape against the config (the FFN
-    /// width from `mlp.gate_proj.weight`).
-    fn load(l: VarBuilder, cfg: &DecoderConfig) -> Result<Layer> {
+    /// Reads layer `i`'s weights (under `l`) as f32, checking every shape against the config
+    /// (the FFN width from `mlp.gate_proj.weight`).
+    fn load(l: VarBuilder, i: usize, cfg: &DecoderConfig) -> Result<Layer> {
         let (h, hd) = (cfg.hidden_size, cfg.head_dim);
         let (nh, nkv) = (cfg.num_attention_heads, cfg.num_key_value_heads);
         let a = l.pp("self_attn");
@@ -122,20 +200,34 @@ impl Layer {
         };
         let norm = |vb: &VarBuilder, name: &str| -> Result<Option<Tensor>> {
             Ok(if cfg.qk_norm {
-                Some(vb.get(hd, name)?)
+                Some(cfg.norm_weight(vb.get(hd, name)?)?)
             } else {
                 None
             })
         };
+        let gemma = cfg.gemma.as_ref();
+        let ffn_norm = match gemma {
+            Some(_) => "pre_feedforward_layernorm.weight",
+            None => "post_attention_layernorm.weight",
+        };
+        let post_norms = match gemma {
+            Some(_) => Some((
+                cfg.norm_weight(l.get(h, "post_attention_layernorm.weight")?)?,
+                cfg.norm_weight(l.get(h, "post_feedforward_layernorm.weight")?)?,
+            )),
+            None => None,
+        };
         Ok(Layer {
-            attn_norm: l.get(h, "input_layernorm.weight")?,
+            attn_norm: cfg.norm_weight(l.get(h, "input_layernorm.weight")?)?,
             q: lin(a.pp("q_proj"), h, nh * hd, cfg.qkv_bias)?,
             k: lin(a.pp("k_proj"), h, nkv * hd, cfg.qkv_bias)?,
             v: lin(a.pp("v_proj"), h, nkv * hd, cfg.qkv_bias)?,
             o: linear_no_bias(nh * hd, h, a.pp("o_proj"))?,
             q_norm: norm(&a, "q_norm.weight")?,
             k_norm: norm(&a, "k_norm.weight")?,
-            ffn_norm: l.get(h, "post_attention_layernorm.weight")?,
+            ffn_norm: cfg.norm_weight(l.get(h, ffn_norm)?)?,
+            post_norms,
+            sliding: gemma.is_some_and(|g| g.sliding.get(i).copied().unwrap_or(false)),
             gate: linear_no_bias(h, n_ff, mlp.pp("gate_proj"))?,
             up: linear_no_bias(h, n_ff, mlp.pp("up_proj"))?,
             down: linear_no_bias(n_ff, h, mlp.pp("down_proj"))?,
@@ -151,7 +243,14 @@ impl Layer {
             cfg.head_dim,
         );
         let eps = cfg.rms_norm_eps as f32;
-        let scale = 1.0 / (hd as f64).sqrt();
+        let scale = match &cfg.gemma {
+            Some(g) => 1.0 / g.query_pre_attn_scalar.sqrt(),
+            None => 1.0 / (hd as f64).sqrt(),
+        };
+        let t = match (&t.local, self.sliding) {
+            (Some(local), true) => local.as_ref(),
+            _ => t,
+        };
         let a = candle_nn::ops::rms_norm(x, &self.attn_norm, eps)?;
         // [n, heads·hd] → [1, heads, n, hd]
         let heads = |t: Tensor, k: usize| -> Result<Tensor> {
@@ -181,35 +280,66 @@ impl Layer {
         let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&t.mask)?;
         let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
         let ctx = probs.matmul(&v)?.transpose(0, 1)?.reshape((n, nh * hd))?;
-        let x = (x + self.o.forward(&ctx)?)?;
+        let mut attn = self.o.forward(&ctx)?;
+        if let Some((post_attn, _)) = &self.post_norms {
+            attn = candle_nn::ops::rms_norm(&attn, post_attn, eps)?;
+        }
+        let x = (x + attn)?;
         let f = candle_nn::ops::rms_norm(&x, &self.ffn_norm, eps)?;
-        let g = candle_nn::ops::silu(&self.gate.forward(&f)?)?;
-        let ff = self.down.forward(&(g * self.up.forward(&f)?)?)?;
+        let g = match cfg.gemma {
+            // gelu_pytorch_tanh; candle's gelu is the tanh approximation.
+            Some(_) => self.gate.forward(&f)?.gelu()?,
+            None => candle_nn::ops::silu(&self.gate.forward(&f)?)?,
+        };
+        let mut ff = self.down.forward(&(g * self.up.forward(&f)?)?)?;
+        if let Some((_, post_ffn)) = &self.post_norms {
+            ff = candle_nn::ops::rms_norm(&ff, post_ffn, eps)?;
+        }
         Ok((x + ff)?)
     }
 }
 
 impl SeqTables {
     /// RoPE tables (angle[p, i] = p · θ^(−2i/hd), i < hd/2: HF's rotate-half layout) and the
-    /// causal mask for positions 0..n.
+    /// causal mask for positions 0..n; for gemma3 also those of its sliding-window layers.
     fn new(n: usize, cfg: &DecoderConfig) -> Result<SeqTables> {
+        let mut t = Self::with(n, cfg.head_dim, cfg.rope_theta, None)?;
+        if let Some(g) = &cfg.gemma {
+            let local = Self::with(n, cfg.head_dim, g.local_rope_theta, Some(g.window))?;
+            t.local = Some(Box::new(local));
+        }
+        Ok(t)
+    }
+
+    /// The tables for RoPE base `theta`; with `window`, position i sees only positions
+    /// j with i − j < window (transformers' sliding-window causal mask).
+    fn with(n: usize, hd: usize, theta: f64, window: Option<usize>) -> Result<SeqTables> {
         let dev = Device::Cpu;
-        let hd = cfg.head_dim;
         let inv: Vec<f32> = (0..hd / 2)
-            .map(|i| (1.0 / cfg.rope_theta.powf(2.0 * i as f64 / hd as f64)) as f32)
+            .map(|i| (1.0 / theta.powf(2.0 * i as f64 / hd as f64)) as f32)
             .collect();
         let inv = Tensor::new(inv.as_slice(), &dev)?.reshape((1, hd / 2))?;
         let pos = Tensor::arange(0u32, n as u32, &dev)?
             .to_dtype(DType::F32)?
             .reshape((n, 1))?;
         let angles = pos.broadcast_mul(&inv)?;
+        let w = window.unwrap_or(usize::MAX);
         let mask: Vec<f32> = (0..n)
-            .flat_map(|i| (0..n).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 }))
+            .flat_map(|i| {
+                (0..n).map(move |j| {
+                    if j > i || i - j >= w {
+                        f32::NEG_INFINITY
+                    } else {
+                        0.0
+                    }
+                })
+            })
             .collect();
         Ok(SeqTables {
             cos: angles.cos()?,
             sin: angles.sin()?,
             mask: Tensor::from_vec(mask, (n, n), &dev)?,
+            local: None,
         })
     }
 }
@@ -304,7 +434,7 @@ impl Decoder {
     /// `lm_head.weight`, or the embedding matrix when the embeddings are tied.
     fn output_head(&self, n_vocab: usize) -> Result<(Tensor, Tensor)> {
         let (cfg, h) = (&self.cfg, self.cfg.hidden_size);
-        let norm = self.m.get(h, "norm.weight")?;
+        let norm = cfg.norm_weight(self.m.get(h, "norm.weight")?)?;
         let lm_head = if !cfg.tie_word_embeddings && self.root.contains_tensor("lm_head.weight") {
             self.root.get((n_vocab, h), "lm_head.weight")?
         } else {
@@ -334,7 +464,14 @@ impl Decoder {
             // Dropped after the lookup; the output matrix is read again at the end.
             let embed = Embedding::new(emb_w, h);
             seqs.iter()
-                .map(|ids| Ok(embed.forward(&Tensor::new(*ids, &Device::Cpu)?)?))
+                .map(|ids| {
+                    let x = embed.forward(&Tensor::new(*ids, &Device::Cpu)?)?;
+                    // gemma3 scales the embeddings by √hidden (as an f32 constant).
+                    Ok(match cfg.gemma {
+                        Some(_) => (x * (h as f64).sqrt())?,
+                        None => x,
+                    })
+                })
                 .collect::<Result<Vec<Tensor>>>()?
         };
         let tables = seqs
@@ -342,7 +479,7 @@ impl Decoder {
             .map(|ids| SeqTables::new(ids.len(), cfg))
             .collect::<Result<Vec<_>>>()?;
         for i in 0..cfg.num_hidden_layers {
-            let layer = Layer::load(self.m.pp(format!("layers.{i}")), cfg)?;
+            let layer = Layer::load(self.m.pp(format!("layers.{i}")), i, cfg)?;
             for (x, t) in xs.iter_mut().zip(&tables) {
                 *x = layer.forward(x, t, cfg)?;
             }

@@ -15,6 +15,8 @@ pub enum Arch {
     Qwen2,
     /// Llama family (SmolLM2).
     Llama,
+    /// Gemma 3 text models (Gemma3ForCausalLM, config `model_type` `gemma3_text`).
+    Gemma3,
 }
 
 impl Arch {
@@ -25,8 +27,10 @@ impl Arch {
             "qwen3" => Arch::Qwen3,
             "qwen2" => Arch::Qwen2,
             "llama" => Arch::Llama,
+            "gemma3_text" => Arch::Gemma3,
             other => bail!(
-                "config.json model_type {other:?} is not supported (bert, qwen3, qwen2, llama)"
+                "config.json model_type {other:?} is not supported (bert, qwen3, qwen2, llama, \
+                 gemma3_text)"
             ),
         })
     }
@@ -38,6 +42,18 @@ impl Arch {
             Arch::Qwen3 => "qwen3",
             Arch::Qwen2 => "qwen2",
             Arch::Llama => "llama",
+            Arch::Gemma3 => "gemma3",
+        }
+    }
+
+    /// What convert_hf_to_gguf.py adds to a source tensor's f32 values before storing them:
+    /// gemma3 stores every `*norm.weight` plus 1, because HF's `Gemma3RMSNorm` scales by
+    /// `1 + w` while llama.cpp's RMS norm scales by the stored weight (`Gemma3Model.norm_shift`,
+    /// conversion/gemma.py; added after widening BF16/F16 to f32).
+    pub fn norm_shift(self, gguf_name: &str) -> f32 {
+        match self {
+            Arch::Gemma3 if gguf_name.ends_with("norm.weight") => 1.0,
+            _ => 0.0,
         }
     }
 }
@@ -89,6 +105,24 @@ const DECODER_LAYER: &[(&str, &str)] = &[
     ("self_attn.q_norm", "attn_q_norm"),
     ("self_attn.k_norm", "attn_k_norm"),
     ("post_attention_layernorm", "ffn_norm"),
+    ("mlp.gate_proj", "ffn_gate"),
+    ("mlp.up_proj", "ffn_up"),
+    ("mlp.down_proj", "ffn_down"),
+];
+
+/// (HF layer-local suffix, GGUF layer-local name) for gemma3 decoder layers: its four norms per
+/// layer and its Q/K norms (llama.cpp `LLM_TENSOR_ATTN_POST_NORM`, `FFN_NORM`, `FFN_POST_NORM`).
+const GEMMA3_LAYER: &[(&str, &str)] = &[
+    ("input_layernorm", "attn_norm"),
+    ("self_attn.q_proj", "attn_q"),
+    ("self_attn.k_proj", "attn_k"),
+    ("self_attn.v_proj", "attn_v"),
+    ("self_attn.o_proj", "attn_output"),
+    ("self_attn.q_norm", "attn_q_norm"),
+    ("self_attn.k_norm", "attn_k_norm"),
+    ("post_attention_layernorm", "post_attention_norm"),
+    ("pre_feedforward_layernorm", "ffn_norm"),
+    ("post_feedforward_layernorm", "post_ffw_norm"),
     ("mlp.gate_proj", "ffn_gate"),
     ("mlp.up_proj", "ffn_up"),
     ("mlp.down_proj", "ffn_down"),
@@ -153,40 +187,48 @@ pub fn map_tensor(arch: Arch, hf_name: &str) -> Result<Option<Mapped>> {
             }
             bail!("tensor {hf_name:?} has no GGUF name in the bert table")
         }
-        Arch::Qwen3 | Arch::Qwen2 | Arch::Llama => {
-            if DECODER_DROP.iter().any(|d| hf_name.ends_with(d)) {
-                return Ok(None);
-            }
-            let name = hf_name.strip_prefix("model.").unwrap_or(hf_name);
-            let Some((module, suffix)) = split_param(name) else {
-                bail!("tensor {hf_name:?}: not a .weight/.bias parameter");
+        Arch::Qwen3 | Arch::Qwen2 | Arch::Llama | Arch::Gemma3 => map_decoder(arch, hf_name),
+    }
+}
+
+/// [`map_tensor`] for the decoder architectures.
+fn map_decoder(arch: Arch, hf_name: &str) -> Result<Option<Mapped>> {
+    if DECODER_DROP.iter().any(|d| hf_name.ends_with(d)) {
+        return Ok(None);
+    }
+    let name = hf_name.strip_prefix("model.").unwrap_or(hf_name);
+    let Some((module, suffix)) = split_param(name) else {
+        bail!("tensor {hf_name:?}: not a .weight/.bias parameter");
+    };
+    if let Some((_, g)) = DECODER_GLOBAL.iter().find(|(h, _)| *h == module) {
+        return Ok(Some(Mapped {
+            gguf: format!("{g}.{suffix}"),
+            force_f32: false,
+        }));
+    }
+    if let Some(rest) = module.strip_prefix("layers.") {
+        if let Some((n, local)) = rest.split_once('.') {
+            let table = if arch == Arch::Gemma3 {
+                GEMMA3_LAYER
+            } else {
+                DECODER_LAYER
             };
-            if let Some((_, g)) = DECODER_GLOBAL.iter().find(|(h, _)| *h == module) {
+            let known = table.iter().find(|(h, _)| *h == local);
+            let qk_norm_ok = matches!(arch, Arch::Qwen3 | Arch::Gemma3)
+                || !local.ends_with("_norm")
+                || !local.starts_with("self_attn");
+            if let (Ok(n), Some((_, g)), true) = (n.parse::<u32>(), known, qk_norm_ok) {
                 return Ok(Some(Mapped {
-                    gguf: format!("{g}.{suffix}"),
+                    gguf: format!("blk.{n}.{g}.{suffix}"),
                     force_f32: false,
                 }));
             }
-            if let Some(rest) = module.strip_prefix("layers.") {
-                if let Some((n, local)) = rest.split_once('.') {
-                    let known = DECODER_LAYER.iter().find(|(h, _)| *h == local);
-                    let qk_norm_ok = arch == Arch::Qwen3
-                        || !local.ends_with("_norm")
-                        || !local.starts_with("self_attn");
-                    if let (Ok(n), Some((_, g)), true) = (n.parse::<u32>(), known, qk_norm_ok) {
-                        return Ok(Some(Mapped {
-                            gguf: format!("blk.{n}.{g}.{suffix}"),
-                            force_f32: false,
-                        }));
-                    }
-                }
-            }
-            bail!(
-                "tensor {hf_name:?} has no GGUF name in the {} table",
-                arch.gguf_name()
-            )
         }
     }
+    bail!(
+        "tensor {hf_name:?} has no GGUF name in the {} table",
+        arch.gguf_name()
+    )
 }
 
 /// Whether a tensor is stored in F32 whatever the output type (convert_hf_to_gguf.py's
@@ -245,6 +287,36 @@ mod tests {
             Some(("output.weight".into(), false))
         );
         assert!(map_tensor(Arch::Llama, "model.layers.0.self_attn.q_norm.weight").is_err());
+        assert_eq!(
+            m(
+                Arch::Gemma3,
+                "model.layers.2.post_attention_layernorm.weight"
+            ),
+            Some(("blk.2.post_attention_norm.weight".into(), false))
+        );
+        assert_eq!(
+            m(
+                Arch::Gemma3,
+                "model.layers.2.pre_feedforward_layernorm.weight"
+            ),
+            Some(("blk.2.ffn_norm.weight".into(), false))
+        );
+        assert_eq!(
+            m(
+                Arch::Gemma3,
+                "model.layers.0.post_feedforward_layernorm.weight"
+            ),
+            Some(("blk.0.post_ffw_norm.weight".into(), false))
+        );
+        assert!(map_tensor(
+            Arch::Llama,
+            "model.layers.0.pre_feedforward_layernorm.weight"
+        )
+        .is_err());
+        assert_eq!(Arch::Gemma3.norm_shift("blk.0.attn_q_norm.weight"), 1.0);
+        assert_eq!(Arch::Gemma3.norm_shift("output_norm.weight"), 1.0);
+        assert_eq!(Arch::Gemma3.norm_shift("blk.0.attn_q.weight"), 0.0);
+        assert_eq!(Arch::Qwen3.norm_shift("blk.0.attn_q_norm.weight"), 0.0);
         assert!(keep_f32("blk.0.attn_q.bias", 1, false));
         assert!(keep_f32("blk.0.attn_norm.weight", 1, false));
         assert!(keep_f32("position_embd.weight", 2, true));

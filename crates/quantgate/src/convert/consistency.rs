@@ -40,7 +40,7 @@ fn fields(a: Arch) -> (&'static [Field], &'static [Field]) {
                 Positive("layer_norm_eps"),
             ],
         ),
-        Arch::Llama | Arch::Qwen2 | Arch::Qwen3 => (
+        Arch::Llama | Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 => (
             &[
                 Count("num_hidden_layers"),
                 Count("hidden_size"),
@@ -123,8 +123,15 @@ fn ne_of<'a>(planned: &'a [(usize, PlannedTensor)], name: &str) -> Option<&'a [u
 }
 
 /// The layer-local tensors every layer must have, with their expected `ne` given
-/// (hidden, heads × head_dim, kv heads × head_dim, FFN size).
-fn layer_shapes(a: Arch, h: u64, q: u64, kv: u64, ff: u64) -> Vec<(&'static str, Vec<u64>)> {
+/// (hidden, head_dim, (heads, kv heads), FFN size).
+fn layer_shapes(
+    a: Arch,
+    h: u64,
+    hd: u64,
+    (n_head, n_kv): (u64, u64),
+    ff: u64,
+) -> Vec<(&'static str, Vec<u64>)> {
+    let (q, kv) = (n_head * hd, n_kv * hd);
     let mut v = vec![
         ("attn_q.weight", vec![h, q]),
         ("attn_k.weight", vec![h, kv]),
@@ -143,6 +150,15 @@ fn layer_shapes(a: Arch, h: u64, q: u64, kv: u64, ff: u64) -> Vec<(&'static str,
             ("ffn_norm.weight", vec![h]),
             ("ffn_gate.weight", vec![h, ff]),
         ]),
+    }
+    if a == Arch::Gemma3 {
+        // Per-head Q/K norms and the norms after attention and after the FFN.
+        v.extend([
+            ("attn_q_norm.weight", vec![hd]),
+            ("attn_k_norm.weight", vec![hd]),
+            ("post_attention_norm.weight", vec![h]),
+            ("post_ffw_norm.weight", vec![h]),
+        ]);
     }
     v
 }
@@ -191,7 +207,7 @@ fn check_shapes(
         ));
     }
     for l in 0..n_layer.min(present.len() as u64) {
-        for (local, ne) in layer_shapes(a, h, n_head * head_dim, n_kv * head_dim, ff) {
+        for (local, ne) in layer_shapes(a, h, head_dim, (n_head, n_kv), ff) {
             expect(planned, &format!("blk.{l}.{local}"), &ne, problems);
         }
     }

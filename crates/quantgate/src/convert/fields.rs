@@ -91,7 +91,66 @@ fn read(a: Arch) -> &'static [&'static str] {
             "sliding_window",
             "max_window_layers",
         ],
+        Arch::Gemma3 => &[
+            "model_type",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "rms_norm_eps",
+            "rope_theta",
+            "rope_scaling",
+            "rope_parameters",
+            // rope.freq_base_swa.
+            "rope_local_base_freq",
+            "head_dim",
+            "vocab_size",
+            "tie_word_embeddings",
+            "attention_bias",
+            "quantization",
+            "quantization_config",
+            // attention.sliding_window.
+            "sliding_window",
+        ],
     }
+}
+
+/// gemma3's layout as llama.cpp runs it (src/models/gemma3.cpp): sliding-window attention in
+/// every layer but each 6th (`load_swa_pattern(ml, 6)`), queries scaled by 1/√head_dim (every
+/// size but 27B). Fields that would say otherwise, each named.
+fn gemma3_layout(config: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let n = config["num_hidden_layers"].as_u64().unwrap_or(0) as usize;
+    if let Some(l) = config.get("layer_types").filter(|v| !v.is_null()) {
+        let want: Vec<&str> = (0..n)
+            .map(|i| {
+                if i % 6 == 5 {
+                    "full_attention"
+                } else {
+                    "sliding_attention"
+                }
+            })
+            .collect();
+        let got: Option<Vec<&str>> = l
+            .as_array()
+            .map(|a| a.iter().filter_map(|t| t.as_str()).collect());
+        if got.as_deref() != Some(&want[..]) {
+            problems.push(format!(
+                "config.json: field layer_types = {l}: not supported (llama.cpp's gemma3 makes every 6th layer full_attention, the others sliding_attention)"
+            ));
+        }
+    }
+    let hd = config["head_dim"].as_f64();
+    let q = config["query_pre_attn_scalar"].as_f64();
+    if q.is_some() && q != hd {
+        problems.push(format!(
+            "config.json: field query_pre_attn_scalar = {} differs from head_dim {}: not supported (llama.cpp's gemma3 scales queries by 1/sqrt(head_dim))",
+            config["query_pre_attn_scalar"], config["head_dim"]
+        ));
+    }
+    problems
 }
 
 /// A constrained field's check: `None` when the value is one llama.cpp runs the same way.
@@ -106,6 +165,19 @@ fn constrained(a: Arch, key: &str, v: &Value) -> Option<Option<String>> {
             v == "absolute",
             "llama.cpp's BERT has absolute positions only",
         ),
+        (Arch::Gemma3, "hidden_act" | "hidden_activation") => want(
+            v == "gelu_pytorch_tanh",
+            "llama.cpp's gemma3 uses tanh-approximated GELU",
+        ),
+        (Arch::Gemma3, "_sliding_window_pattern" | "sliding_window_pattern") => {
+            want(v == 6, "llama.cpp's gemma3 pattern is 6")
+        }
+        // Checked against num_hidden_layers / head_dim by gemma3_layout.
+        (Arch::Gemma3, "layer_types" | "query_pre_attn_scalar") => Some(None),
+        (Arch::Gemma3, "attn_logit_softcapping" | "final_logit_softcapping") => {
+            want(v.is_null(), "no logit soft-capping in Gemma 3")
+        }
+        (Arch::Gemma3, "use_bidirectional_attention") => want(v == false, "a causal decoder"),
         (_, "hidden_act") => want(v == "silu", "llama.cpp's llama/qwen2/qwen3 use SiLU"),
         (_, "use_sliding_window") => want(
             v == false,
@@ -146,6 +218,9 @@ pub fn check(config: &Value, a: Arch) -> Vec<String> {
             }
         }
     }
+    if a == Arch::Gemma3 {
+        problems.extend(gemma3_layout(config));
+    }
     problems
 }
 
@@ -172,5 +247,34 @@ mod tests {
             .any(|m| m.contains("field hidden_act = \"gelu_pytorch_tanh\"")));
         let v5 = json!({"layer_types": ["full_attention", "sliding_attention"]});
         assert!(check(&v5, Arch::Qwen3)[0].contains("layer_types"));
+    }
+
+    #[test]
+    fn gemma3_layout_fields_are_checked_against_the_layer_count_and_head_dim() {
+        let types = |full_every: usize| {
+            (0..12)
+                .map(|i| {
+                    if i % full_every == full_every - 1 {
+                        "full_attention"
+                    } else {
+                        "sliding_attention"
+                    }
+                })
+                .collect::<Vec<_>>()
+        };
+        let cfg = |lt: Vec<&str>, q: u64, act: &str| {
+            json!({"num_hidden_layers": 12, "head_dim": 256, "layer_types": lt,
+                "query_pre_attn_scalar": q, "hidden_activation": act,
+                "_sliding_window_pattern": 6, "attn_logit_softcapping": null,
+                "rope_local_base_freq": 10000.0, "use_bidirectional_attention": false})
+        };
+        assert!(check(&cfg(types(6), 256, "gelu_pytorch_tanh"), Arch::Gemma3).is_empty());
+        let p = check(&cfg(types(4), 256, "gelu_pytorch_tanh"), Arch::Gemma3);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("field layer_types"), "{p:?}");
+        let p = check(&cfg(types(6), 144, "gelu_pytorch_tanh"), Arch::Gemma3);
+        assert!(p[0].contains("query_pre_attn_scalar = 144"), "{p:?}");
+        let p = check(&cfg(types(6), 256, "silu"), Arch::Gemma3);
+        assert!(p[0].contains("field hidden_activation = \"silu\""), "{p:?}");
     }
 }

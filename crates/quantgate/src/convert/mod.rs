@@ -12,9 +12,11 @@ pub mod hf;
 pub mod mlx;
 pub mod packed;
 pub mod rope;
+pub mod spm;
 pub mod stream;
 pub mod tokenizer;
 pub mod vocab;
+pub mod vocab_spm;
 
 use std::cell::RefCell;
 use std::path::Path;
@@ -86,6 +88,14 @@ pub struct PlannedTensor {
     /// llama's Q/K row permutation: the head count to permute with (attn_q: n_head,
     /// attn_k: n_kv_head), or `None`.
     pub permute_heads: Option<usize>,
+    /// Added to every source value before storing ([`Arch::norm_shift`]: gemma3 norms, +1);
+    /// 0 for every other tensor.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub shift: f32,
+}
+
+fn is_zero(x: &f32) -> bool {
+    *x == 0.0
 }
 
 /// Options of a conversion.
@@ -264,6 +274,7 @@ fn planned(
     Ok(PlannedTensor {
         hf_name: hf_name.to_string(),
         permute_heads: permute_heads(hf, arch, &gguf_name),
+        shift: arch.norm_shift(&gguf_name),
         gguf_name,
         ggml_type: ty.to_string(),
         ne,
@@ -593,6 +604,9 @@ fn add_tensors<'a>(
         let data = match (affine.get(i).cloned(), packed.get(i).cloned()) {
             (Some(at), _) => affine_data(hf, at, ty, permute, name, sink.fallback_errors.clone()),
             (None, Some(m)) => packed_data(hf, m, ty, permute, name, sink.fallback_errors.clone()),
+            (None, None) if p.shift != 0.0 => {
+                shifted_data(hf, src, (ty, p.shift), name, sink.allow_nonfinite)
+            }
             (None, None) => {
                 let allow = sink.allow_nonfinite;
                 plain_data(hf, src, ty, (permute, rows), name, uf, allow)
@@ -710,6 +724,29 @@ fn plain_data<'a>(
     }))
 }
 
+/// The deferred bytes of a source tensor stored as F32 values plus `shift` (gemma3 norms):
+/// widened to f32 first, then shifted, as convert_hf_to_gguf.py does.
+fn shifted_data<'a>(
+    hf_ref: &'a HfDir,
+    src: &'a hf::SourceTensor,
+    (ty, shift): (GgmlType, f32),
+    name: String,
+    allow_nonfinite: bool,
+) -> TensorData<'a> {
+    TensorData::Deferred(Box::new(move |out| {
+        crate::interrupt::check().map_err(std::io::Error::other)?;
+        if ty != GgmlType::F32 {
+            return Err(std::io::Error::other(format!(
+                "tensor {name}: a shifted norm must be stored as F32, not {ty}"
+            )));
+        }
+        let x = hf_ref.to_f32(src)?;
+        nonfinite_guard(hf_ref, src, &name, count_nonfinite(&x), allow_nonfinite)?;
+        let buf: Vec<u8> = x.iter().flat_map(|v| (v + shift).to_le_bytes()).collect();
+        out.write_all(&buf)
+    }))
+}
+
 fn count_nonfinite(x: &[f32]) -> usize {
     x.iter().filter(|v| !v.is_finite()).count()
 }
@@ -812,7 +849,8 @@ pub fn metadata(
     let rope_f32 = |x: Option<f64>| x.map(|v| Value::F32(v as f32));
     let sc = rope.scaling.as_ref();
     let yarn = |i: usize| rope_f32(sc.and_then(|s| s.yarn[i]));
-    let rows: [(&str, Option<Value>); 17] = [
+    let swa_base = rope::freq_base_swa(&hf.config)?;
+    let rows: [(&str, Option<Value>); 18] = [
         (llm::BLOCK_COUNT, u32_of("num_hidden_layers")),
         (llm::CONTEXT_LENGTH, u32_of("max_position_embeddings")),
         (llm::EMBEDDING_LENGTH, u32_of("hidden_size")),
@@ -832,6 +870,7 @@ pub fn metadata(
         (llm::ROPE_SCALING_YARN_BETA_FAST, yarn(2)),
         (llm::ROPE_SCALING_YARN_BETA_SLOW, yarn(3)),
         (llm::ROPE_FREQ_BASE, rope_f32(rope.freq_base)),
+        (llm::ROPE_FREQ_BASE_SWA, rope_f32(swa_base)),
         (llm::LAYERNORM_RMS_EPS, f32_of("rms_norm_eps")),
         (llm::LAYERNORM_EPS, f32_of("layer_norm_eps")),
         (llm::KEY_LENGTH, key_length(hf, arch)),
@@ -855,6 +894,11 @@ pub fn metadata(
         Arch::Qwen2 | Arch::Qwen3 => {
             if let Some(p) = pooling {
                 put(llm::POOLING_TYPE, Value::U32(p.llama_id()));
+            }
+        }
+        Arch::Gemma3 => {
+            if let Some(v) = u32_of("sliding_window") {
+                put(llm::SLIDING_WINDOW, v);
             }
         }
         Arch::Llama => {
@@ -909,6 +953,15 @@ fn tokenizer_metadata(vocab: &vocab::Vocab, arch: Arch, no_bos: bool) -> Vec<(St
     put(k::MODEL, Value::string(vocab.model.clone()));
     put(k::PRE, Value::string(vocab.pre.clone()));
     put(k::TOKENS, strings(&vocab.tokens));
+    if let Some(scores) = &vocab.scores {
+        put(
+            k::SCORES,
+            Value::Array(
+                ValueType::F32,
+                scores.iter().map(|s| Value::F32(*s)).collect(),
+            ),
+        );
+    }
     put(
         k::TOKEN_TYPE,
         Value::Array(
@@ -931,8 +984,12 @@ fn tokenizer_metadata(vocab: &vocab::Vocab, arch: Arch, no_bos: bool) -> Vec<(St
         }
     }
     // llama.cpp's converter copies tokenizer_config's add_prefix_space for llama only
-    // (LlamaModel.set_vocab); qwen2/qwen3 never write it.
-    if let Some(b) = vocab.add_space_prefix.filter(|_| arch == Arch::Llama) {
+    // (LlamaModel.set_vocab); qwen2/qwen3 never write it; gemma3's SentencePiece vocabulary
+    // sets its own (Gemma3Model.set_vocab: false).
+    if let Some(b) = vocab
+        .add_space_prefix
+        .filter(|_| matches!(arch, Arch::Llama | Arch::Gemma3))
+    {
         put(k::ADD_SPACE_PREFIX, Value::Bool(b));
     }
     if let Some(b) = vocab.normalizer_lowercase {

@@ -90,6 +90,39 @@ fn full_attention_params(config: &Value) -> Result<(Map<String, Value>, String)>
     }
 }
 
+/// `rope.freq_base_swa`, the base frequency of sliding-window layers: the v5
+/// `rope_parameters.sliding_attention.rope_theta`, else the first of the v4 fields llama.cpp's
+/// converter looks for (`local_rope_theta`, …, `rope_local_base_freq`; conversion/base.py
+/// `TextModel.__init__`). `None` when the config has none.
+///
+/// Errors: such a field that is not a number (naming config.json and the field).
+pub fn freq_base_swa(config: &Value) -> Result<Option<f64>> {
+    let params = get(config, "rope_parameters").or_else(|| get(config, "rope_scaling"));
+    if let Some(Value::Object(m)) = params {
+        if let Some(sw) = m.get("sliding_attention") {
+            return number(
+                sw.get("rope_theta"),
+                "rope_parameters.sliding_attention.rope_theta",
+            );
+        }
+        if m.contains_key("full_attention") {
+            return Ok(None);
+        }
+    }
+    for k in [
+        "local_rope_theta",
+        "rope_local_theta",
+        "rope_theta_local",
+        "swa_rope_theta",
+        "rope_local_base_freq",
+    ] {
+        if let Some(v) = number(get(config, k), k)? {
+            return Ok(Some(v));
+        }
+    }
+    Ok(None)
+}
+
 /// Reads the RoPE settings of `config`.
 ///
 /// Errors (naming config.json and the field): a field of the wrong type, a scaling type

@@ -15,9 +15,11 @@ use reference::tokenizer::HfTokenizer;
 /// GGUF token types (llama.h `llama_token_type`).
 pub mod token_type {
     pub const NORMAL: i32 = 1;
+    pub const UNKNOWN: i32 = 2;
     pub const CONTROL: i32 = 3;
     pub const USER_DEFINED: i32 = 4;
     pub const UNUSED: i32 = 5;
+    pub const BYTE: i32 = 6;
 }
 
 /// The probe string and hash → name table of `get_vocab_base_pre`, as data
@@ -61,7 +63,8 @@ pub fn probe_hash(tok: &HfTokenizer) -> Result<String> {
 /// Tokenizer metadata ready to write.
 #[derive(Clone, Debug, Default)]
 pub struct Vocab {
-    /// `tokenizer.ggml.model`: `gpt2` (byte-level BPE) or `bert` (WordPiece).
+    /// `tokenizer.ggml.model`: `gpt2` (byte-level BPE), `bert` (WordPiece) or `llama`
+    /// (SentencePiece).
     pub model: String,
     /// `tokenizer.ggml.pre`.
     pub pre: String,
@@ -71,6 +74,8 @@ pub struct Vocab {
     pub tokens: Vec<String>,
     /// Token types by id.
     pub token_types: Vec<i32>,
+    /// `tokenizer.ggml.scores` by id (SentencePiece vocabularies only).
+    pub scores: Option<Vec<f32>>,
     /// BPE merges (`"a b"`).
     pub merges: Vec<String>,
     /// Special ids by gguf-py name: bos, eos, eot, unk, sep, pad, mask.
@@ -96,7 +101,7 @@ pub struct Vocab {
 /// Order in which gguf-py writes special ids.
 pub const SPECIAL_ORDER: &[&str] = &["bos", "eos", "eot", "unk", "sep", "pad", "mask"];
 
-fn looks_special(t: &str) -> bool {
+pub(super) fn looks_special(t: &str) -> bool {
     (t.starts_with("<|") && t.ends_with("|>"))
         || (t.starts_with("<｜") && t.ends_with("｜>"))
         || matches!(t, "<pad>" | "<mask>" | "<2mass>" | "[@BOS@]")
@@ -125,6 +130,9 @@ pub fn build(
     config: &Value,
     tok: &HfTokenizer,
 ) -> Result<Vocab> {
+    if config["model_type"].as_str() == Some("gemma3_text") {
+        return super::vocab_spm::build(dir, tj, tc, config);
+    }
     let mut v = Vocab {
         model: model_name(tj)?,
         ..Vocab::default()
@@ -163,7 +171,7 @@ pub fn build(
 }
 
 /// The lowercase flag of a tokenizers normalizer, as gguf-py reads it.
-fn normalizer_lowercase(n: &Value) -> Option<bool> {
+pub(super) fn normalizer_lowercase(n: &Value) -> Option<bool> {
     match n["type"].as_str()? {
         "Lowercase" => Some(true),
         "BertNormalizer" => n["lowercase"].as_bool(),
@@ -295,7 +303,7 @@ fn bpe_merges(merges: &[Value]) -> Result<Vec<String>> {
 
 /// Special ids, add flags, notes and blockers from tokenizer_config, the post-processor and
 /// config.json.
-fn special_tokens(
+pub(super) fn special_tokens(
     v: &mut Vocab,
     tj: &Value,
     tc: &Value,

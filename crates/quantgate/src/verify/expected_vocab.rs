@@ -58,6 +58,9 @@ pub fn tokenizer_keys(
             ))
         }
     };
+    if field(config, "model_type").and_then(Json::as_str) == Some("gemma3_text") {
+        return sentencepiece_keys(dir, tok, tc, config);
+    }
     let mut out = Vec::new();
     let model = if wordpiece { "bert" } else { "gpt2" };
     out.push((k::MODEL.to_string(), Value::string(model)));
@@ -85,6 +88,31 @@ pub fn tokenizer_keys(
                 k::NORMALIZER_LOWERCASE.to_string(),
                 Value::Bool(lowercases(n)),
             ));
+        }
+    }
+    if let Some(t) = default_chat_template(dir, tc)? {
+        out.push((k::CHAT_TEMPLATE.to_string(), Value::string(t)));
+    }
+    Ok(out)
+}
+
+/// The keys of a SentencePiece folder (gemma3) this reading can state: `llama`, the token
+/// texts by id (the fast tokenizer's vocabulary holds the same pieces under the same ids), the
+/// special ids and the chat template. Scores and token types exist only in `tokenizer.model`;
+/// they stay with the converter's reading.
+fn sentencepiece_keys(
+    dir: &Path,
+    tok: &tokenizers::Tokenizer,
+    tc: &Json,
+    config: &Json,
+) -> Result<Vec<(String, Value)>> {
+    let mut out = vec![(k::MODEL.to_string(), Value::string("llama"))];
+    let (tokens, _) = tokens(tok, config, false);
+    let n_vocab = tokens.len() as u32;
+    out.push((k::TOKENS.to_string(), strings(tokens)));
+    for (kind, id) in special_ids(tok, tc) {
+        if id < n_vocab {
+            out.push((k::special_id(kind), Value::U32(id)));
         }
     }
     if let Some(t) = default_chat_template(dir, tc)? {

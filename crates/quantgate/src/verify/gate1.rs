@@ -483,6 +483,11 @@ fn expected_bytes(
     maps: &mut SourceMaps,
 ) -> Result<Vec<u8>> {
     let mut x = maps.load_f32(si)?;
+    // gemma3 norms are stored as 1 + w (the shared arch table states it once).
+    let shift = a.norm_shift(&info.name);
+    if shift != 0.0 {
+        x.iter_mut().for_each(|v| *v += shift);
+    }
     if let Some(t) = via {
         let row = ne_src[0] as usize;
         let bytes = llama_runtime::ggml_quantize(t.id(), &x, row)

@@ -59,12 +59,14 @@ pub fn hf_tensors(gguf_path: &Path, hf: &HfDir, a: Arch) -> Result<HashMap<Strin
 }
 
 /// Where one HF tensor's stored values are: the GGUF tensor's index, the HF shape, and the
-/// Q/K head count whose permutation to undo (llama).
+/// Q/K head count whose permutation to undo (llama), and the shift to take off (gemma3 norms,
+/// stored as 1 + w).
 #[derive(Clone, Debug)]
 struct Slot {
     index: usize,
     shape: Vec<usize>,
     unpermute: Option<usize>,
+    shift: f32,
 }
 
 /// The stored values as a candle backend that dequantizes a tensor only when the reference
@@ -129,6 +131,7 @@ impl StoredBackend {
                     index,
                     shape,
                     unpermute,
+                    shift: a.norm_shift(&m.gguf),
                 },
             );
         }
@@ -155,6 +158,9 @@ impl StoredBackend {
         self.g.release(t);
         if let Some(heads) = slot.unpermute {
             x = unpermute_qk(&x, slot.shape[0], heads);
+        }
+        if slot.shift != 0.0 {
+            x.iter_mut().for_each(|v| *v -= slot.shift);
         }
         Tensor::from_vec(x, slot.shape.clone(), &Device::Cpu)
     }

