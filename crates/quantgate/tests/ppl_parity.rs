@@ -15,6 +15,11 @@
 //! this host runs it) and requires the same `Final estimate` line. Under `haswell` (AVX2,
 //! runnable anywhere the tests run) the kernels differ: those lines are our own, recorded the
 //! same day, and guard against regressions only.
+//!
+//! gemma-3-270m (scripts/build-gemma3-fixture.sh), recorded 2026-12-02 on an AVX2-only host
+//! (AMD EPYC, no AVX-512) with the same peer build: its native build compiles the AVX2 kernels,
+//! and `llama-perplexity` printed exactly our `haswell` lines, F16 15.2304 ± 1.56544 and
+//! Q4_K_M 15.3699 ± 1.57853 — so there the haswell comparison is the peer comparison.
 
 mod common;
 
@@ -107,5 +112,27 @@ fn qwen2_eval_ppl_equals_llama_perplexity() {
                 "Final estimate: PPL = 30.7558 +/- 3.35179",
             ),
         ],
+    );
+}
+
+#[test]
+fn gemma3_eval_ppl_equals_llama_perplexity() {
+    // Peer lines of an AVX2 host, where the peer's kernels are our haswell variant's.
+    let f16 = "Final estimate: PPL = 15.2304 +/- 1.56544";
+    let q4 = "Final estimate: PPL = 15.3699 +/- 1.57853";
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("F16.gguf");
+    common::convert_to(&common::hf("gemma-3-270m"), &f, OutType::F16, false);
+    let q = tmp.path().join("Q4_K_M.gguf");
+    common::quantize_to(&f, &q, "Q4_K_M");
+    assert_eq!(
+        final_line("haswell", &f),
+        f16,
+        "gemma3 F16: llama-perplexity"
+    );
+    assert_eq!(
+        final_line("haswell", &q),
+        q4,
+        "gemma3 Q4_K_M: llama-perplexity"
     );
 }

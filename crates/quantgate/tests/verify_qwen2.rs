@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use quantgate::convert::OutType;
 
@@ -19,36 +19,6 @@ fn qwen2() -> PathBuf {
     hf
 }
 
-/// `quantgate verify` as a child process; returns report.json.
-fn verify(hf: &Path, gguf: &Path, report: &Path) -> serde_json::Value {
-    let out = common::qg()
-        .args(["verify", "--threads", "2", "--hf"])
-        .arg(hf)
-        .arg("--gguf")
-        .arg(gguf)
-        .arg("--report")
-        .arg(report)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.trim_end().ends_with("GO"),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    common::json(&report.join("report.json"))
-}
-
-/// `v` within `tol` of the recorded figure (the reference's candle matmuls pick their kernels
-/// by CPU, so the last digits may move between machines; llama.cpp's are pinned).
-fn near(v: &serde_json::Value, recorded: f64, tol: f64) {
-    let x = v.as_f64().unwrap_or(f64::NAN);
-    assert!(
-        (x - recorded).abs() <= tol,
-        "{x} is not within {tol} of {recorded}"
-    );
-}
-
 #[test]
 fn qwen2_fixture_f16_and_q4_k_m_verify_go_with_recorded_figures() {
     let hf = qwen2();
@@ -59,28 +29,28 @@ fn qwen2_fixture_f16_and_q4_k_m_verify_go_with_recorded_figures() {
     // qwen2 uses NEOX RoPE: no Q/K rows are permuted.
     assert!(c.tensors.iter().all(|t| t.permute_heads.is_none()));
 
-    let r = verify(&hf, &f16, &dir.path().join("f16"));
+    let r = common::verify_cli_go(&hf, &f16, &dir.path().join("f16"));
     assert_eq!(r["verdict"], "GO");
     assert_eq!(r["gate1"]["bit_identical"], 291);
     let l = &r["gate2_logits"];
     assert_eq!(l["texts"], 30);
     assert_eq!(l["positions"], 367);
-    near(&l["min_cosine"], 0.999632, 5e-6);
-    near(&l["top1_agreement"], 1.0, 0.0);
-    near(&l["mean_kld"], 6.1e-5, 5e-6);
+    common::near(&l["min_cosine"], 0.999632, 5e-6);
+    common::near(&l["top1_agreement"], 1.0, 0.0);
+    common::near(&l["mean_kld"], 6.1e-5, 5e-6);
 
     let q4 = dir.path().join("qwen2-q4_k_m.gguf");
     common::quantize_to(&f16, &q4, "Q4_K_M");
-    let r = verify(&hf, &q4, &dir.path().join("q4"));
+    let r = common::verify_cli_go(&hf, &q4, &dir.path().join("q4"));
     assert_eq!(r["verdict"], "GO");
     assert_eq!(r["gate1"]["bit_identical"], 291);
     // Judged: llama.cpp on the F32 expansion against the reference on the stored values.
     let l = &r["gate2_logits"];
-    near(&l["min_cosine"], 0.998248, 5e-6);
-    near(&l["top1_agreement"], 0.9946, 1e-4);
-    near(&l["mean_kld"], 8.7e-5, 5e-6);
+    common::near(&l["min_cosine"], 0.998248, 5e-6);
+    common::near(&l["top1_agreement"], 0.9946, 1e-4);
+    common::near(&l["mean_kld"], 8.7e-5, 5e-6);
     // The file as shipped against the HF weights: quantization loss, reported.
     let q = &r["gate2_logits_as_shipped"];
-    near(&q["top1_agreement"], 0.9373, 1e-4);
-    near(&q["mean_kld"], 0.030837, 5e-5);
+    common::near(&q["top1_agreement"], 0.9373, 1e-4);
+    common::near(&q["mean_kld"], 0.030837, 5e-5);
 }

@@ -66,7 +66,7 @@ fn read(a: Arch) -> &'static [&'static str] {
             // Ties the masked-LM head, which an embedding conversion does not include.
             "tie_word_embeddings",
         ],
-        Arch::Llama | Arch::Qwen2 | Arch::Qwen3 => &[
+        Arch::Llama | Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 => &[
             "model_type",
             "hidden_size",
             "num_hidden_layers",
@@ -90,29 +90,6 @@ fn read(a: Arch) -> &'static [&'static str] {
             // Only used with use_sliding_window, which is constrained to false.
             "sliding_window",
             "max_window_layers",
-        ],
-        Arch::Gemma3 => &[
-            "model_type",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "num_key_value_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-            "rms_norm_eps",
-            "rope_theta",
-            "rope_scaling",
-            "rope_parameters",
-            // rope.freq_base_swa.
-            "rope_local_base_freq",
-            "head_dim",
-            "vocab_size",
-            "tie_word_embeddings",
-            "attention_bias",
-            "quantization",
-            "quantization_config",
-            // attention.sliding_window.
-            "sliding_window",
         ],
     }
 }
@@ -172,6 +149,8 @@ fn constrained(a: Arch, key: &str, v: &Value) -> Option<Option<String>> {
         (Arch::Gemma3, "_sliding_window_pattern" | "sliding_window_pattern") => {
             want(v == 6, "llama.cpp's gemma3 pattern is 6")
         }
+        // rope.freq_base_swa.
+        (Arch::Gemma3, "rope_local_base_freq") => Some(None),
         // Checked against num_hidden_layers / head_dim by gemma3_layout.
         (Arch::Gemma3, "layer_types" | "query_pre_attn_scalar") => Some(None),
         (Arch::Gemma3, "attn_logit_softcapping" | "final_logit_softcapping") => {

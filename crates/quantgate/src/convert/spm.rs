@@ -8,15 +8,9 @@
 
 use anyhow::{anyhow, bail, Result};
 
-/// SentencePiece piece types, as in `sentencepiece_model.proto`.
-pub mod piece_type {
-    pub const NORMAL: i32 = 1;
-    pub const UNKNOWN: i32 = 2;
-    pub const CONTROL: i32 = 3;
-    pub const USER_DEFINED: i32 = 4;
-    pub const UNUSED: i32 = 5;
-    pub const BYTE: i32 = 6;
-}
+/// SentencePiece piece types: GGUF's token types (llama.h `llama_token_type`) are
+/// SentencePiece's numbers, so the one table serves both.
+pub use super::vocab::token_type as piece_type;
 
 /// One vocabulary entry of a SentencePiece model.
 #[derive(Clone, Debug, PartialEq)]

@@ -55,12 +55,11 @@ pub fn build(dir: &Path, tj: &Value, tc: &Value, config: &Value) -> Result<Vocab
     for (i, p) in pieces.iter().enumerate().take(n_vocab) {
         v.tokens[i] = p.piece.clone();
         scores[i] = p.score;
+        // The converter asks SentencePiece is-unknown/control/unused/byte only: a
+        // USER_DEFINED piece is written NORMAL (added_tokens_decoder may retype it below).
         v.token_types[i] = match p.kind {
-            piece_type::UNKNOWN => token_type::UNKNOWN,
-            piece_type::CONTROL => token_type::CONTROL,
-            piece_type::UNUSED => token_type::UNUSED,
-            piece_type::BYTE => token_type::BYTE,
-            _ => token_type::NORMAL,
+            piece_type::USER_DEFINED => token_type::NORMAL,
+            k => k,
         };
     }
     added_tokens_json(dir, &mut v, &mut scores)?;

@@ -336,3 +336,36 @@ pub fn rewrite_safetensors(
 pub fn data_start(header: &serde_json::Map<String, serde_json::Value>, name: &str) -> usize {
     header[name]["data_offsets"][0].as_u64().unwrap() as usize
 }
+
+/// `quantgate verify --threads 2` as a child process, which must end in GO; returns
+/// report.json.
+#[allow(dead_code)]
+pub fn verify_cli_go(hf: &Path, gguf: &Path, report: &Path) -> serde_json::Value {
+    let out = qg()
+        .args(["verify", "--threads", "2", "--hf"])
+        .arg(hf)
+        .arg("--gguf")
+        .arg(gguf)
+        .arg("--report")
+        .arg(report)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim_end().ends_with("GO"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(&report.join("report.json"))
+}
+
+/// `v` within `tol` of the recorded figure (the reference's candle matmuls pick their kernels
+/// by CPU, so the last digits may move between machines; llama.cpp's are pinned).
+#[allow(dead_code)]
+pub fn near(v: &serde_json::Value, recorded: f64, tol: f64) {
+    let x = v.as_f64().unwrap_or(f64::NAN);
+    assert!(
+        (x - recorded).abs() <= tol,
+        "{x} is not within {tol} of {recorded}"
+    );
+}
