@@ -38,7 +38,7 @@ fn gemma3_vocabulary_equals_the_original_gguf() {
     let out = tmp.path().join("vocab.gguf");
     common::convert_to(&gemma3(), &out, OutType::F16, true);
     let ours = gguf::Gguf::open(&out).unwrap();
-    let orig = gguf::Gguf::open(&common::model("gemma-3-270m-q4_k_m.gguf")).unwrap();
+    let orig = gguf::Gguf::open(common::model("gemma-3-270m-q4_k_m.gguf")).unwrap();
     for key in [
         k::MODEL.to_string(),
         k::PRE.to_string(),
