@@ -109,3 +109,88 @@ fn gemma3_fixture_f16_and_q4_k_m_verify_go() {
     common::near(&q["top1_agreement"], 0.9260, 1e-4);
     common::near(&q["mean_kld"], 0.009638, 5e-5);
 }
+
+/// The bugs a gemma3 conversion can have, each caught and named:
+/// - norms stored as w instead of 1 + w (the converter's offset forgotten): Gate 1 names every
+///   one of the 109 norms, and the logits collapse;
+/// - `gemma3.attention.sliding_window` dropped (llama.cpp would attend to the whole context):
+///   Gate 1 names the key;
+/// - a truncated tokenizer.model, a missing sliding_window or other layer types: convert stops,
+///   naming the file or field.
+#[test]
+fn gemma3_tampers_are_no_go_or_convert_errors_naming_the_cause() {
+    use quantgate::verify::outcome::{BlockerCode, Verdict};
+    let hf = gemma3();
+    let tmp = tempfile::tempdir().unwrap();
+    let f16 = tmp.path().join("f16.gguf");
+    common::convert_to(&hf, &f16, OutType::F16, false);
+
+    let unshifted = tmp.path().join("unshifted.gguf");
+    common::tamper_gguf(
+        &f16,
+        &unshifted,
+        |_, _| {},
+        |name, data| {
+            if name.ends_with("norm.weight") {
+                for c in data.chunks_exact_mut(4) {
+                    let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]) - 1.0;
+                    c.copy_from_slice(&v.to_le_bytes());
+                }
+            }
+        },
+        None,
+    );
+    let r = common::verify_with(&hf, &unshifted, None);
+    assert_eq!(r.verdict, Verdict::NoGo);
+    let bits: Vec<&str> = r
+        .blockers
+        .iter()
+        .filter(|b| b.code == BlockerCode::TensorBits)
+        .map(|b| b.subject.as_str())
+        .collect();
+    assert_eq!(bits.len(), 109, "{bits:?}");
+    assert!(bits.iter().all(|n| n.ends_with("norm.weight")), "{bits:?}");
+
+    let key = gguf::keys::arch_key(gguf::keys::llm::SLIDING_WINDOW, "gemma3");
+    let no_swa = tmp.path().join("no-swa.gguf");
+    common::with_keys(&f16, &no_swa, &[], &[&key]);
+    let r = common::verify_with(&hf, &no_swa, None);
+    assert_eq!(r.verdict, Verdict::NoGo);
+    assert!(
+        r.blockers.iter().any(|b| b.subject == key),
+        "{:?}",
+        r.blockers
+    );
+
+    let convert_error = |edit: &dyn Fn(&std::path::Path)| -> String {
+        let d = tempfile::tempdir().unwrap();
+        common::copy_hf(&hf, d.path());
+        edit(d.path());
+        let opts = quantgate::convert::ConvertOptions {
+            outtype: OutType::F16,
+            vocab_only: true,
+            fallback: None,
+            allow_nonfinite: false,
+        };
+        let out = d.path().join("out.gguf");
+        let e = quantgate::convert::convert(d.path(), &out, &opts).unwrap_err();
+        assert!(!out.exists());
+        format!("{e:#}")
+    };
+    let e = convert_error(&|d| {
+        let p = d.join("tokenizer.model");
+        let b = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &b[..b.len() / 2]).unwrap();
+    });
+    assert!(e.contains("tokenizer.model"), "{e}");
+    let e = convert_error(&|d| {
+        common::edit_config(d, |c| {
+            c.as_object_mut().unwrap().remove("sliding_window");
+        })
+    });
+    assert!(e.contains("field sliding_window"), "{e}");
+    let e = convert_error(&|d| {
+        common::edit_config(d, |c| c["layer_types"][0] = "full_attention".into())
+    });
+    assert!(e.contains("field layer_types"), "{e}");
+}

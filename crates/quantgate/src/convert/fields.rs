@@ -119,6 +119,12 @@ fn gemma3_layout(config: &Value) -> Vec<String> {
             ));
         }
     }
+    if !config["sliding_window"].is_u64() {
+        problems.push(format!(
+            "config.json: field sliding_window = {}: gemma3 needs the window of its sliding-window layers (gemma3.attention.sliding_window)",
+            config["sliding_window"]
+        ));
+    }
     let hd = config["head_dim"].as_f64();
     let q = config["query_pre_attn_scalar"].as_f64();
     if q.is_some() && q != hd {
@@ -242,7 +248,7 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let cfg = |lt: Vec<&str>, q: u64, act: &str| {
-            json!({"num_hidden_layers": 12, "head_dim": 256, "layer_types": lt,
+            json!({"num_hidden_layers": 12, "head_dim": 256, "layer_types": lt, "sliding_window": 512,
                 "query_pre_attn_scalar": q, "hidden_activation": act,
                 "_sliding_window_pattern": 6, "attn_logit_softcapping": null,
                 "rope_local_base_freq": 10000.0, "use_bidirectional_attention": false})
@@ -255,5 +261,9 @@ mod tests {
         assert!(p[0].contains("query_pre_attn_scalar = 144"), "{p:?}");
         let p = check(&cfg(types(6), 256, "silu"), Arch::Gemma3);
         assert!(p[0].contains("field hidden_activation = \"silu\""), "{p:?}");
+        let mut c = cfg(types(6), 256, "gelu_pytorch_tanh");
+        c.as_object_mut().unwrap().remove("sliding_window");
+        let p = check(&c, Arch::Gemma3);
+        assert!(p[0].contains("field sliding_window = null"), "{p:?}");
     }
 }

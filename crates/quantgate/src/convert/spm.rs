@@ -94,18 +94,32 @@ impl<'a> Wire<'a> {
 /// The pieces of a serialized `ModelProto`, in id order.
 ///
 /// Errors: truncated or malformed wire data, a piece that is not UTF-8 or has no text, naming
-/// the piece's index; a model with no pieces.
+/// the piece's index; a model with no pieces; a model without `normalizer_spec` (field 3, which
+/// SentencePiece always writes after the pieces: a file cut between two pieces would otherwise
+/// read as a shorter vocabulary).
 pub fn read_pieces(bytes: &[u8]) -> Result<Vec<Piece>> {
     let mut w = Wire { buf: bytes, pos: 0 };
     let mut out = Vec::new();
+    let mut normalizer = false;
     while let Some((field, value)) = w.next()? {
-        if let (1, Field::Bytes(b)) = (field, value) {
-            let i = out.len();
-            out.push(read_piece(b).map_err(|e| anyhow!("pieces[{i}]: {e}"))?);
+        match (field, value) {
+            (1, Field::Bytes(b)) => {
+                let i = out.len();
+                out.push(read_piece(b).map_err(|e| anyhow!("pieces[{i}]: {e}"))?);
+            }
+            (3, Field::Bytes(_)) => normalizer = true,
+            _ => {}
         }
     }
     if out.is_empty() {
         bail!("no pieces (ModelProto field 1)");
+    }
+    if !normalizer {
+        bail!(
+            "no normalizer_spec (ModelProto field 3) after {} pieces: the file is truncated or \
+             not a SentencePiece model",
+            out.len()
+        );
     }
     Ok(out)
 }
@@ -177,8 +191,8 @@ mod tests {
         let mut m = piece("<pad>", 0.0, Some(3));
         m.extend(piece("\u{2581}the", -2.5, None));
         m.extend(piece("<0x0A>", 0.0, Some(6)));
-        // trainer_spec (field 2) with a varint inside: skipped.
-        m.extend([0x12, 0x02, 0x18, 0x02]);
+        // trainer_spec (field 2) with a varint inside: skipped; an empty normalizer_spec.
+        m.extend([0x12, 0x02, 0x18, 0x02, 0x1a, 0x00]);
         let p = read_pieces(&m).unwrap();
         assert_eq!(p.len(), 3);
         assert_eq!(
@@ -195,11 +209,17 @@ mod tests {
 
     #[test]
     fn truncated_and_hostile_inputs_are_errors() {
-        let m = piece("abc", 1.0, Some(1));
+        let mut m = piece("abc", 1.0, Some(1));
+        m.extend(piece("d", 2.0, None));
+        m.extend([0x1a, 0x00]);
+        assert_eq!(read_pieces(&m).unwrap().len(), 2);
+        // Every cut fails, including the one between the two pieces.
         for cut in 1..m.len() {
             assert!(read_pieces(&m[..cut]).is_err(), "cut at {cut}");
         }
-        let e = read_pieces(&piece("x", 0.0, Some(9))).unwrap_err();
+        let mut bad = piece("x", 0.0, Some(9));
+        bad.extend([0x1a, 0x00]);
+        let e = read_pieces(&bad).unwrap_err();
         assert!(e.to_string().contains("pieces[0]: type 9"), "{e}");
         assert!(read_pieces(&[0xff; 12]).is_err());
         assert!(read_pieces(&[])
