@@ -161,14 +161,22 @@ fn a_config_field_that_could_change_inference_is_named_by_convert_and_verify() {
 }
 
 /// Keys our conversion writes that llama.cpp's converter does not, with the reason.
-const OURS_ONLY: &[(&str, &str, &str)] = &[(
-    "Qwen2.5-0.5B-Instruct",
-    "tokenizer.ggml.padding_token_id",
-    // The shared folder has no tokenizer.json: gguf-py's SpecialVocab cannot resolve
-    // tokenizer_config's pad_token "<|endoftext|>" to an id; we rebuild tokenizer.json as
-    // transformers does (151643). With a tokenizer.json (the v5 folder) both write it.
-    "no tokenizer.json in the peer's input",
-)];
+const OURS_ONLY: &[(&str, &str, &str)] = &[
+    (
+        "Qwen2.5-0.5B-Instruct",
+        "tokenizer.ggml.padding_token_id",
+        // The shared folder has no tokenizer.json: gguf-py's SpecialVocab cannot resolve
+        // tokenizer_config's pad_token "<|endoftext|>" to an id; we rebuild tokenizer.json as
+        // transformers does (151643). With a tokenizer.json (the v5 folder) both write it.
+        "no tokenizer.json in the peer's input",
+    ),
+    (
+        // The qwen2 fixture carries the same shared tokenizer files.
+        "Qwen2.5-Coder-0.5B-Instruct",
+        "tokenizer.ggml.padding_token_id",
+        "no tokenizer.json in the peer's input",
+    ),
+];
 
 /// A metadata value as gguf-py's `ReaderField.contents()` gives it in JSON.
 fn as_json(v: &Value) -> serde_json::Value {
