@@ -65,8 +65,16 @@ impl GemmaConfig {
                 (0..n_layer).map(|i| (i + 1) % p.max(1) != 0).collect()
             }
         };
-        let local = f("rope_parameters")
-            .and_then(|r| r.get("sliding_attention"))
+        let sliding_rope = f("rope_parameters").and_then(|r| r.get("sliding_attention"));
+        if let Some(t) = sliding_rope.and_then(|s| s.get("rope_type").or_else(|| s.get("type"))) {
+            if !(t.is_null() || t == "default") {
+                return Err(RefError::Unsupported(format!(
+                    "{}: field rope_parameters.sliding_attention.rope_type = {t}: the reference computes default RoPE only",
+                    path.display()
+                )));
+            }
+        }
+        let local = sliding_rope
             .and_then(|s| s.get("rope_theta"))
             .or_else(|| f("rope_local_base_freq"))
             .and_then(|x| x.as_f64())

@@ -241,6 +241,24 @@ fn describe(layers: &BTreeSet<u64>) -> String {
     }
 }
 
+/// A decoder declared untied (`tie_word_embeddings` false) must bring its own output matrix:
+/// without `lm_head.weight` transformers initialises one at random, while llama.cpp would reuse
+/// `token_embd` — two different models.
+fn untied_without_output(
+    config: &Value,
+    a: Arch,
+    planned: &[(usize, PlannedTensor)],
+    problems: &mut Vec<String>,
+) {
+    let untied = raw(config, "tie_word_embeddings") == Some(&Value::Bool(false));
+    if a != Arch::Bert && untied && ne_of(planned, "output.weight").is_none() {
+        problems.push(
+            "config.json: field tie_word_embeddings = false, but the checkpoint has no lm_head.weight"
+                .to_string(),
+        );
+    }
+}
+
 /// Checks config.json of `hf` against the planned tensors.
 ///
 /// Errors: every problem found, each naming config.json and the field or the tensor.
@@ -248,6 +266,7 @@ pub fn check(hf: &HfDir, a: Arch, planned: &[(usize, PlannedTensor)]) -> Result<
     let (values, mut problems) = read_fields(&hf.config, a);
     if !planned.is_empty() {
         check_shapes(a, &values, planned, &mut problems);
+        untied_without_output(&hf.config, a, planned, &mut problems);
     }
     if problems.is_empty() {
         return Ok(());

@@ -99,39 +99,46 @@ fn read(a: Arch) -> &'static [&'static str] {
 /// size but 27B). Fields that would say otherwise, each named.
 fn gemma3_layout(config: &Value) -> Vec<String> {
     let mut problems = Vec::new();
-    let n = config["num_hidden_layers"].as_u64().unwrap_or(0) as usize;
-    if let Some(l) = config.get("layer_types").filter(|v| !v.is_null()) {
-        let want: Vec<&str> = (0..n)
+    // A layer count of the wrong type is named by the consistency checks, not here.
+    if let (Some(n), Some(l)) = (
+        config["num_hidden_layers"].as_u64(),
+        config.get("layer_types").filter(|v| !v.is_null()),
+    ) {
+        let want: Vec<Value> = (0..n)
             .map(|i| {
-                if i % 6 == 5 {
+                Value::from(if i % 6 == 5 {
                     "full_attention"
                 } else {
                     "sliding_attention"
-                }
+                })
             })
             .collect();
-        let got: Option<Vec<&str>> = l
-            .as_array()
-            .map(|a| a.iter().filter_map(|t| t.as_str()).collect());
-        if got.as_deref() != Some(&want[..]) {
+        if l.as_array() != Some(&want) {
             problems.push(format!(
-                "config.json: field layer_types = {l}: not supported (llama.cpp's gemma3 makes every 6th layer full_attention, the others sliding_attention)"
+                "config.json: field layer_types = {l}: not supported (for num_hidden_layers {n}, llama.cpp's gemma3 makes every 6th layer full_attention, the others sliding_attention)"
             ));
         }
     }
-    if !config["sliding_window"].is_u64() {
+    let sw = &config["sliding_window"];
+    if !sw
+        .as_u64()
+        .is_some_and(|w| (1..=u32::MAX as u64).contains(&w))
+    {
         problems.push(format!(
-            "config.json: field sliding_window = {}: gemma3 needs the window of its sliding-window layers (gemma3.attention.sliding_window)",
-            config["sliding_window"]
+            "config.json: field sliding_window = {sw}: gemma3 needs the window of its sliding-window layers, an integer from 1 to 2^32 − 1 (gemma3.attention.sliding_window, u32)"
         ));
     }
-    let hd = config["head_dim"].as_f64();
-    let q = config["query_pre_attn_scalar"].as_f64();
-    if q.is_some() && q != hd {
-        problems.push(format!(
-            "config.json: field query_pre_attn_scalar = {} differs from head_dim {}: not supported (llama.cpp's gemma3 scales queries by 1/sqrt(head_dim))",
-            config["query_pre_attn_scalar"], config["head_dim"]
-        ));
+    let q = &config["query_pre_attn_scalar"];
+    match (q.as_f64(), config["head_dim"].as_f64()) {
+        _ if q.is_null() => {}
+        (None, _) => problems.push(format!(
+            "config.json: field query_pre_attn_scalar = {q}: not a number"
+        )),
+        (Some(q), Some(hd)) if q != hd => problems.push(format!(
+            "config.json: field query_pre_attn_scalar = {q} differs from head_dim {hd}: not supported (llama.cpp's gemma3 scales queries by 1/sqrt(head_dim))"
+        )),
+        // A head_dim of the wrong type is named by the consistency checks.
+        _ => {}
     }
     problems
 }
@@ -265,5 +272,26 @@ mod tests {
         c.as_object_mut().unwrap().remove("sliding_window");
         let p = check(&c, Arch::Gemma3);
         assert!(p[0].contains("field sliding_window = null"), "{p:?}");
+        // Found by an attack on the converter: values that converted silently.
+        for (k, v) in [
+            ("sliding_window", json!(4294967301u64)),
+            ("sliding_window", json!(0)),
+            ("query_pre_attn_scalar", json!("256")),
+            ("layer_types", json!([1, 2])),
+        ] {
+            let mut c = cfg(types(6), 256, "gelu_pytorch_tanh");
+            c[k] = v;
+            let p = check(&c, Arch::Gemma3);
+            assert!(
+                p.len() == 1 && p[0].contains(&format!("field {k}")),
+                "{k}: {p:?}"
+            );
+        }
+        let mut c = cfg(types(6), 256, "gelu_pytorch_tanh");
+        c["num_hidden_layers"] = json!("12");
+        assert!(
+            check(&c, Arch::Gemma3).is_empty(),
+            "named by consistency instead"
+        );
     }
 }

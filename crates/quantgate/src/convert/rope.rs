@@ -97,13 +97,28 @@ fn full_attention_params(config: &Value) -> Result<(Map<String, Value>, String)>
 ///
 /// Errors: such a field that is not a number (naming config.json and the field).
 pub fn freq_base_swa(config: &Value) -> Result<Option<f64>> {
+    let positive = |v: Option<f64>, path: &str| match v {
+        Some(x) if !(x.is_finite() && x > 0.0) => Err(anyhow!(
+            "config.json: field {path}: {x} must be a positive finite number"
+        )),
+        _ => Ok(v),
+    };
     let params = get(config, "rope_parameters").or_else(|| get(config, "rope_scaling"));
     if let Some(Value::Object(m)) = params {
         if let Some(sw) = m.get("sliding_attention") {
-            return number(
-                sw.get("rope_theta"),
-                "rope_parameters.sliding_attention.rope_theta",
-            );
+            let path = "rope_parameters.sliding_attention";
+            // GGUF has no scaling keys for the sliding layers: only plain RoPE can be written.
+            match sw.get("rope_type").or_else(|| sw.get("type")) {
+                None | Some(Value::Null) => {}
+                Some(t) if t == "default" => {}
+                Some(t) => {
+                    return Err(anyhow!(
+                        "config.json: field {path}.rope_type = {t}: not supported (GGUF has no RoPE scaling keys for sliding-window layers)"
+                    ))
+                }
+            }
+            let theta = number(sw.get("rope_theta"), &format!("{path}.rope_theta"))?;
+            return positive(theta, &format!("{path}.rope_theta"));
         }
         if m.contains_key("full_attention") {
             return Ok(None);
@@ -117,10 +132,42 @@ pub fn freq_base_swa(config: &Value) -> Result<Option<f64>> {
         "rope_local_base_freq",
     ] {
         if let Some(v) = number(get(config, k), k)? {
-            return Ok(Some(v));
+            return positive(Some(v), k);
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod swa_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sliding_layer_rope_is_plain_and_positive_or_an_error_naming_the_field() {
+        assert_eq!(
+            freq_base_swa(&json!({"rope_local_base_freq": 10000.0})).unwrap(),
+            Some(10000.0)
+        );
+        let v5 = |sw: Value| json!({"rope_parameters": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": sw}});
+        assert_eq!(
+            freq_base_swa(&v5(json!({"rope_type": "default", "rope_theta": 1e4}))).unwrap(),
+            Some(1e4)
+        );
+        // Found by an attack on the converter: these converted silently.
+        let e = freq_base_swa(&v5(
+            json!({"rope_type": "linear", "factor": 4.0, "rope_theta": 1e4}),
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("sliding_attention.rope_type"), "{e}");
+        for bad in [
+            json!({"rope_local_base_freq": -10000.0}),
+            json!({"rope_local_base_freq": 0}),
+        ] {
+            let e = freq_base_swa(&bad).unwrap_err();
+            assert!(e.to_string().contains("field rope_local_base_freq"), "{e}");
+        }
+    }
 }
 
 /// Reads the RoPE settings of `config`.

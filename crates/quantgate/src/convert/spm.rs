@@ -114,6 +114,13 @@ pub fn read_pieces(bytes: &[u8]) -> Result<Vec<Piece>> {
     if out.is_empty() {
         bail!("no pieces (ModelProto field 1)");
     }
+    // SentencePiece's own loader refuses a model whose pieces repeat.
+    let mut seen = std::collections::HashMap::with_capacity(out.len());
+    for (i, p) in out.iter().enumerate() {
+        if let Some(j) = seen.insert(p.piece.as_str(), i) {
+            bail!("pieces[{i}]: {:?} repeats pieces[{j}]", p.piece);
+        }
+    }
     if !normalizer {
         bail!(
             "no normalizer_spec (ModelProto field 3) after {} pieces: the file is truncated or \
@@ -147,11 +154,13 @@ fn read_piece(b: &[u8]) -> Result<Piece> {
             _ => {}
         }
     }
-    Ok(Piece {
-        piece: piece.ok_or_else(|| anyhow!("no piece text"))?,
-        score,
-        kind,
-    })
+    let piece = piece
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| anyhow!("no piece text"))?;
+    if !score.is_finite() {
+        bail!("piece {piece:?}: score {score} is not finite");
+    }
+    Ok(Piece { piece, score, kind })
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ pub fn build(dir: &Path, tj: &Value, tc: &Value, config: &Value) -> Result<Vocab
     let path = dir.join("tokenizer.model");
     if !path.is_file() {
         bail!(
-            "{}: missing; a gemma3 vocabulary is read from its SentencePiece model",
+            "{}: missing or not a file; a gemma3 vocabulary is read from its SentencePiece model",
             path.display()
         );
     }
@@ -49,6 +49,14 @@ pub fn build(dir: &Path, tj: &Value, tc: &Value, config: &Value) -> Result<Vocab
         v.notes.push(format!(
             "{}: {} pieces, config.json vocab_size {n_vocab}: pieces from id {n_vocab} are dropped",
             path.display(),
+            pieces.len()
+        ));
+    }
+    if pieces.len() < n_vocab {
+        v.notes.push(format!(
+            "{}: {} pieces, config.json vocab_size {n_vocab}: ids from {} are [PAD{{id}}] unless added tokens fill them",
+            path.display(),
+            pieces.len(),
             pieces.len()
         ));
     }
@@ -93,6 +101,12 @@ fn added_tokens_json(dir: &Path, v: &mut Vocab, scores: &mut [f32]) -> Result<()
             v.tokens[id] = content.clone();
             scores[id] = -1000.0;
             v.token_types[id] = token_type::USER_DEFINED;
+        } else {
+            v.notes.push(format!(
+                "{}: id {id} ({content:?}) is outside the vocabulary of {} and is not written",
+                path.display(),
+                v.tokens.len()
+            ));
         }
     }
     Ok(())
@@ -100,18 +114,33 @@ fn added_tokens_json(dir: &Path, v: &mut Vocab, scores: &mut [f32]) -> Result<()
 
 /// tokenizer_config.json `added_tokens_decoder` (`{"id": {content, special, …}}`).
 fn added_tokens_decoder(tc: &Value, v: &mut Vocab, scores: &mut [f32]) -> Result<()> {
-    for (id, d) in tc["added_tokens_decoder"].as_object().into_iter().flatten() {
-        let id: usize = id.parse().map_err(|_| {
-            anyhow!("tokenizer_config.json: added_tokens_decoder key {id:?} is not an id")
-        })?;
-        let Some(content) = d["content"].as_str() else {
-            bail!("tokenizer_config.json: added_tokens_decoder[{id}] has no content");
+    let entries = match &tc["added_tokens_decoder"] {
+        Value::Null => return Ok(()),
+        Value::Object(m) => m,
+        other => bail!(
+            "tokenizer_config.json: added_tokens_decoder is {}, not an object of id → token",
+            kind_of(other)
+        ),
+    };
+    for (id, d) in entries {
+        let at = |what: &str| anyhow!("tokenizer_config.json: added_tokens_decoder[{id:?}] {what}");
+        let id: usize = id.parse().map_err(|_| at("is not an id"))?;
+        let content = d["content"]
+            .as_str()
+            .ok_or_else(|| at("has no content string"))?;
+        let special = match &d["special"] {
+            Value::Null => false,
+            Value::Bool(b) => *b,
+            other => return Err(at(&format!("special = {other} is not a boolean"))),
         };
         if id >= v.tokens.len() {
+            v.notes.push(format!(
+                "tokenizer_config.json: added_tokens_decoder id {id} ({content:?}) is outside the vocabulary of {} and is not written",
+                v.tokens.len()
+            ));
             continue;
         }
-        let special = d["special"].as_bool().unwrap_or(false) || looks_special(content);
-        (v.tokens[id], v.token_types[id]) = if special {
+        (v.tokens[id], v.token_types[id]) = if special || looks_special(content) {
             (content.to_string(), token_type::CONTROL)
         } else {
             (content.replace('\u{2581}', " "), token_type::USER_DEFINED)
@@ -119,4 +148,15 @@ fn added_tokens_decoder(tc: &Value, v: &mut Vocab, scores: &mut [f32]) -> Result
         scores[id] = -1000.0;
     }
     Ok(())
+}
+
+/// A JSON value's kind, for messages.
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Array(_) => "a list",
+        Value::String(_) => "a string",
+        Value::Number(_) => "a number",
+        Value::Bool(_) => "a boolean",
+        _ => "not an object",
+    }
 }
