@@ -4,6 +4,10 @@
 
 use anyhow::{bail, Result};
 
+/// config.json `model_type` of Gemma 3 text models (transformers `Gemma3TextConfig`); the one
+/// spelling the converter's and the verifier's vocabulary readers dispatch on.
+pub const GEMMA3_MODEL_TYPE: &str = "gemma3_text";
+
 /// Architectures `convert` handles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arch {
@@ -27,7 +31,7 @@ impl Arch {
             "qwen3" => Arch::Qwen3,
             "qwen2" => Arch::Qwen2,
             "llama" => Arch::Llama,
-            "gemma3_text" => Arch::Gemma3,
+            GEMMA3_MODEL_TYPE => Arch::Gemma3,
             other => bail!(
                 "config.json model_type {other:?} is not supported (bert, qwen3, qwen2, llama, \
                  gemma3_text)"

@@ -130,7 +130,7 @@ pub fn build(
     config: &Value,
     tok: &HfTokenizer,
 ) -> Result<Vocab> {
-    if config["model_type"].as_str() == Some("gemma3_text") {
+    if config["model_type"].as_str() == Some(super::arch::GEMMA3_MODEL_TYPE) {
         return super::vocab_spm::build(dir, tj, tc, config);
     }
     let mut v = Vocab {

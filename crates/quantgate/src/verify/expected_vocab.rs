@@ -58,7 +58,8 @@ pub fn tokenizer_keys(
             ))
         }
     };
-    if field(config, "model_type").and_then(Json::as_str) == Some("gemma3_text") {
+    let model_type = field(config, "model_type").and_then(Json::as_str);
+    if model_type == Some(crate::convert::arch::GEMMA3_MODEL_TYPE) {
         return sentencepiece_keys(dir, tok, tc, config);
     }
     let mut out = Vec::new();
