@@ -14,6 +14,7 @@ pub mod dequant;
 mod error;
 mod ftype;
 pub mod keys;
+mod output;
 pub mod quant;
 pub mod quant_ref;
 mod reader;
@@ -23,6 +24,7 @@ mod writer;
 
 pub use error::{short, Error, Result};
 pub use ftype::LlamaFtype;
+pub use output::ensure_replaceable;
 pub use reader::{
     pad, tensor_n_bytes, Gguf, Header, TensorInfo, DEFAULT_ALIGNMENT, GGUF_MAGIC, KEY_ALIGNMENT,
     MAX_ARRAY_DEPTH, MAX_ARRAY_LEN, MAX_DIMS, MAX_KV, MAX_TENSORS, MAX_TENSOR_NAME_LEN,

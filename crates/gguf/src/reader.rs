@@ -95,6 +95,20 @@ impl Header {
     /// Errors: any malformed field, with its name and byte offset; tensor data that lies outside
     /// `bytes` or that breaks llama.cpp's contiguity rule.
     pub fn parse(bytes: &[u8]) -> Result<Header> {
+        Header::parse_inner(bytes, true)
+    }
+
+    /// Parses the metadata and tensor infos of a GGUF image whose tensor data may be cut
+    /// short: everything [`Header::parse`] checks except that each tensor's data lies inside
+    /// `bytes`. Gate 1 reads the stored metadata bytes with it, so that a truncated file is
+    /// still judged (its missing tensor data is a blocker of its own).
+    ///
+    /// Errors: as [`Header::parse`], less the data-bounds check.
+    pub fn parse_infos(bytes: &[u8]) -> Result<Header> {
+        Header::parse_inner(bytes, false)
+    }
+
+    fn parse_inner(bytes: &[u8], check_data: bool) -> Result<Header> {
         let mut r = Cursor {
             buf: bytes,
             pos: 0,
@@ -262,7 +276,7 @@ impl Header {
         let end_of_infos = r.pos as u64;
         let data_offset = pad(end_of_infos, alignment).expect("small");
         let len = bytes.len() as u64;
-        if !tensors.is_empty() && data_offset > len {
+        if check_data && !tensors.is_empty() && data_offset > len {
             return Err(Error::Truncated {
                 field: "padding before the data section".into(),
                 offset: end_of_infos,
@@ -270,7 +284,7 @@ impl Header {
                 len,
             });
         }
-        for t in &tensors {
+        for t in tensors.iter().filter(|_| check_data) {
             let start = data_offset + t.offset;
             if start.checked_add(t.n_bytes).is_none_or(|end| end > len) {
                 return Err(Error::Truncated {
@@ -362,36 +376,7 @@ impl Gguf {
     /// Errors: I/O errors and every parse error, prefixed with the path.
     pub fn open(path: impl AsRef<Path>) -> Result<Gguf> {
         let path = path.as_ref().to_path_buf();
-        // Check the kind before opening: opening a FIFO blocks until a writer appears, and
-        // mapping a directory or device fails with an unhelpful errno.
-        let meta = std::fs::metadata(&path).map_err(|cause| Error::Io {
-            path: path.clone(),
-            cause,
-        })?;
-        if !meta.is_file() {
-            let kind = if meta.is_dir() {
-                "a directory"
-            } else {
-                "not a regular file (device, FIFO or socket)"
-            };
-            return Err(Error::Io {
-                path: path.clone(),
-                cause: std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    format!("is {kind}; a GGUF file is expected"),
-                ),
-            });
-        }
-        let file = File::open(&path).map_err(|cause| Error::Io {
-            path: path.clone(),
-            cause,
-        })?;
-        // SAFETY: the map is read-only; a file truncated by another process while mapped is the
-        // same hazard every mmap-based GGUF reader (llama.cpp included) accepts.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|cause| Error::Io {
-            path: path.clone(),
-            cause,
-        })?;
+        let map = map_regular(&path)?;
         let header = Header::parse(&map).map_err(|e| e.in_file(&path))?;
         Ok(Gguf { path, map, header })
     }
@@ -563,5 +548,52 @@ impl<'a> Cursor<'a> {
                 Value::Array(elem, items)
             }
         })
+    }
+}
+
+/// Maps the regular file `path` read-only (a FIFO, folder or device is refused before it is
+/// opened: opening a FIFO blocks until a writer appears).
+fn map_regular(path: &Path) -> Result<memmap2::Mmap> {
+    // Check the kind before opening: opening a FIFO blocks until a writer appears, and
+    // mapping a directory or device fails with an unhelpful errno.
+    let meta = std::fs::metadata(path).map_err(|cause| Error::Io {
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    if !meta.is_file() {
+        let kind = if meta.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file (device, FIFO or socket)"
+        };
+        return Err(Error::Io {
+            path: path.to_path_buf(),
+            cause: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("is {kind}; a GGUF file is expected"),
+            ),
+        });
+    }
+    let file = File::open(path).map_err(|cause| Error::Io {
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    // SAFETY: the map is read-only; a file truncated by another process while mapped is the
+    // same hazard every mmap-based GGUF reader (llama.cpp included) accepts.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|cause| Error::Io {
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    Ok(map)
+}
+
+impl Header {
+    /// [`Header::parse_infos`] of the file at `path`, read through a memory map: only the
+    /// header's pages are touched.
+    ///
+    /// Errors: I/O errors and every parse error, prefixed with the path.
+    pub fn read_infos(path: &Path) -> Result<Header> {
+        let map = map_regular(path)?;
+        Header::parse_infos(&map).map_err(|e| e.in_file(path))
     }
 }

@@ -232,6 +232,7 @@ impl<'a> GgufWriter<'a> {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
         };
+        crate::ensure_replaceable(path)?;
         let file_name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -250,6 +251,8 @@ impl<'a> GgufWriter<'a> {
         })?;
         let tmp = buf.into_inner().map_err(|e| io(e.into_error()))?.file;
         tmp.as_file().sync_all().map_err(io)?;
+        // Checked again: something may have been put at `path` while the file was written.
+        crate::ensure_replaceable(path)?;
         tmp.persist(path).map_err(|e| io(e.error))?;
         // Make the rename itself durable; not all filesystems allow fsync on a directory.
         if let Ok(d) = std::fs::File::open(dir) {

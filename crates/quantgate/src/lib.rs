@@ -21,6 +21,7 @@ pub mod html;
 pub mod inspect;
 pub mod interrupt;
 pub mod paths;
+pub mod progress;
 #[cfg(feature = "runtime")]
 pub mod protocol;
 #[cfg(feature = "runtime")]

@@ -12,12 +12,14 @@ fn identity(p: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
 }
 
-/// Errors if `output` is an existing folder, or the same file as any of `inputs` (by device and
+/// Errors if `output` exists and is not a regular file ([`gguf::ensure_replaceable`]: a
+/// symlink, FIFO or device is never replaced), or is the same file as any of `inputs` (by device and
 /// inode, so links and `a/../a` spellings count). A missing output is always distinct.
 pub fn ensure_output_distinct(output: &Path, inputs: &[&Path]) -> Result<()> {
     if output.is_dir() {
         bail!("{}: output is a folder; give a file path", output.display());
     }
+    gguf::ensure_replaceable(output)?;
     let Some(out_id) = identity(output) else {
         return Ok(());
     };
@@ -43,6 +45,24 @@ pub fn files_in(dir: &Path) -> Vec<std::path::PathBuf> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Whether an optional input file is there: `false` only when nothing is at the path. A
+/// dangling symlink, a symlink loop or an unreadable folder is an error naming the path, never
+/// "absent" (that would silently change the output).
+///
+/// Errors: the OS error of inspecting `p`, with the path.
+pub fn present(p: &Path) -> Result<bool> {
+    match std::fs::metadata(p) {
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                && std::fs::symlink_metadata(p).is_err() =>
+        {
+            Ok(false)
+        }
+        Err(e) => bail!("{}: {e}", p.display()),
+    }
 }
 
 /// Errors unless `p` is a regular file (after symlinks): FIFOs, devices and folders would
@@ -77,6 +97,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    gguf::ensure_replaceable(path)?;
     std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
     let mut tmp = tempfile::Builder::new()
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
@@ -85,6 +106,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     std::io::Write::write_all(&mut tmp, bytes)
         .with_context(|| format!("{}: write failed", path.display()))?;
     tmp.as_file().sync_all()?;
+    gguf::ensure_replaceable(path)?;
     tmp.persist(path)
         .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.error))?;
     Ok(())
@@ -109,5 +131,20 @@ mod tests {
         assert!(ensure_output_distinct(d.path(), &[&a]).is_err());
         assert!(ensure_regular_file(Path::new("/dev/zero")).is_err());
         assert!(ensure_regular_file(&a).is_ok());
+    }
+
+    #[test]
+    fn a_symlink_loop_or_dangling_link_is_an_error_not_absent() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(!present(&d.path().join("none.json")).unwrap());
+        let l = d.path().join("tokenizer_config.json");
+        std::os::unix::fs::symlink(&l, &l).unwrap();
+        let e = present(&l).unwrap_err().to_string();
+        assert!(e.contains("tokenizer_config.json"), "{e}");
+        let dangling = d.path().join("x.json");
+        std::os::unix::fs::symlink(d.path().join("gone"), &dangling).unwrap();
+        assert!(present(&dangling).is_err());
+        std::fs::write(d.path().join("gone"), b"{}").unwrap();
+        assert!(present(&dangling).unwrap());
     }
 }

@@ -155,6 +155,7 @@ pub fn quantize(input: &Path, output: &Path, ftype: &str, threads: i32) -> Resul
     } else {
         failed_path(output)
     };
+    gguf::ensure_replaceable(&kept)?;
     tmp.persist(&kept)
         .map_err(|e| anyhow!("{}: {}", kept.display(), e.error))?;
     gate1.quantized = kept.display().to_string();

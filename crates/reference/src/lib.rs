@@ -63,11 +63,39 @@ pub fn config_usize(v: &serde_json::Value, path: &Path, key: &str) -> Result<usi
         })
 }
 
-/// The safetensors files of an HF folder: the shards named by `model.safetensors.index.json`
-/// (sorted, deduplicated) or the single `model.safetensors`.
+/// Whether an optional input file is there: `false` only when nothing is at the path. A
+/// dangling symlink, a symlink loop or an unreadable folder is an error naming the path, never
+/// "absent" (which would silently change what is compared).
+pub fn present(p: &Path) -> Result<bool> {
+    match std::fs::metadata(p) {
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                && std::fs::symlink_metadata(p).is_err() =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(RefError::File {
+            path: p.into(),
+            detail: e.to_string(),
+        }),
+    }
+}
+
+/// The safetensors files of an HF folder, as transformers picks them: the single
+/// `model.safetensors` when present (it wins over an index, `modeling_utils`'s order), else the
+/// shards named by `model.safetensors.index.json` (sorted, deduplicated), each a plain file
+/// name inside `dir`.
+///
+/// Errors: neither file, an index without a `weight_map` object, or a shard name that is not
+/// a plain file name (`../x`, `a/b`, absolute), each naming the file.
 pub fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let single = dir.join("model.safetensors");
+    if present(&single)? {
+        return Ok(vec![single]);
+    }
     let index = dir.join("model.safetensors.index.json");
-    if index.exists() {
+    if present(&index)? {
         let v = read_json(&index)?;
         let map = v["weight_map"].as_object().ok_or_else(|| RefError::File {
             path: index.clone(),
@@ -79,16 +107,23 @@ pub fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
             .collect();
         files.sort();
         files.dedup();
+        if let Some(bad) = files.iter().find(|f| !is_plain_file_name(f)) {
+            return Err(RefError::File {
+                path: index,
+                detail: format!("weight_map names {bad:?}, which is not a file in the folder"),
+            });
+        }
         return Ok(files.into_iter().map(|f| dir.join(f)).collect());
-    }
-    let single = dir.join("model.safetensors");
-    if single.exists() {
-        return Ok(vec![single]);
     }
     Err(RefError::File {
         path: dir.into(),
         detail: "no model.safetensors or model.safetensors.index.json".into(),
     })
+}
+
+/// A single path component naming a file: no separator, not `.` or `..`, not empty.
+fn is_plain_file_name(f: &str) -> bool {
+    !f.is_empty() && f != "." && f != ".." && !f.contains('/') && !f.contains('\0')
 }
 
 /// A `VarBuilder` over the HF safetensors, every tensor converted to f32 on the CPU when it is

@@ -44,7 +44,7 @@ impl Pooling {
     /// Errors: unreadable files, or a config with no mode (or several) set.
     pub fn from_sentence_transformers(dir: &Path) -> Result<Option<Pooling>> {
         let modules = dir.join("modules.json");
-        let pool_dir = if modules.exists() {
+        let pool_dir = if crate::present(&modules)? {
             let m = read_json(&modules)?;
             let path = m.as_array().into_iter().flatten().find_map(|e| {
                 let ty = e["type"].as_str().unwrap_or("");
@@ -59,7 +59,7 @@ impl Pooling {
             dir.join("1_Pooling")
         };
         let cfg_path = pool_dir.join("config.json");
-        if !cfg_path.exists() {
+        if !crate::present(&cfg_path)? {
             return Ok(None);
         }
         let cfg = read_json(&cfg_path)?;

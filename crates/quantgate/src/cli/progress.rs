@@ -15,3 +15,26 @@ pub fn bar(len: u64, what: &str) -> ProgressBar {
     );
     pb
 }
+
+/// Installs the library's progress hook ([`quantgate::progress`]): one stderr line when a step
+/// starts and, within a counted step, at most one every 5 s (`verify: gate 2 vectors:
+/// llama.cpp 1200/5000`), so a long run is never silent.
+pub fn install_stderr_hook(command: &'static str) {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+    let last: Mutex<(String, Option<Instant>)> = Mutex::new((String::new(), None));
+    quantgate::progress::set_hook(Box::new(move |step, done, total| {
+        let Ok(mut l) = last.lock() else { return };
+        let new_step = l.0 != step;
+        let due = l.1.is_none_or(|t| t.elapsed() >= Duration::from_secs(5));
+        if !new_step && !due {
+            return;
+        }
+        *l = (step.to_string(), Some(Instant::now()));
+        if total > 0 {
+            eprintln!("{command}: {step} {done}/{total}");
+        } else {
+            eprintln!("{command}: {step}");
+        }
+    }));
+}

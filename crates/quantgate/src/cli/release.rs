@@ -62,6 +62,9 @@ pub fn run(a: Args) -> anyhow::Result<Status> {
         base_model: a.base_model,
         threads: a.threads,
     };
+    // SIGINT/SIGTERM stop between steps: the staging folder is removed on the way out.
+    quantgate::interrupt::install();
+    super::progress::install_stderr_hook("release");
     let r = release::release(&opts, &mut |step| eprintln!("release: {step}"))?;
     println!("runtime: {}", r.report.llama_cpp);
     for f in &r.report.files {

@@ -58,6 +58,8 @@ pub fn run(a: Args) -> anyhow::Result<Status> {
         threads: a.threads,
         work_dir: Some(dir.clone()),
     };
+    quantgate::interrupt::install();
+    super::progress::install_stderr_hook("verify");
     let r = verify::verify(&opts)?;
     verify::report::write(&dir, &r)?;
     render(&r);

@@ -31,7 +31,7 @@ pub fn front_matter(text: &str) -> Option<&str> {
 /// Errors: README.md cannot be read, or its front matter is not YAML (naming the file).
 pub fn load(dir: &Path) -> Result<Yaml> {
     let p = dir.join("README.md");
-    if !p.is_file() {
+    if !crate::paths::present(&p)? {
         return Ok(Yaml::Null);
     }
     let text = std::fs::read_to_string(&p).with_context(|| format!("{}", p.display()))?;

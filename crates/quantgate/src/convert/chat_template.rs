@@ -100,12 +100,12 @@ pub fn load(dir: &Path, tc: &Value) -> Result<ChatTemplates> {
     let mut out = ChatTemplates::default();
     out.put_field(&tc["chat_template"], "tokenizer_config.json")?;
     let json = dir.join("chat_template.json");
-    if json.exists() {
+    if crate::paths::present(&json)? {
         let v = crate::convert::hf::read_json(&json)?;
         out.put_field(&v["chat_template"], &json.display().to_string())?;
     }
     let jinja = dir.join("chat_template.jinja");
-    if jinja.exists() {
+    if crate::paths::present(&jinja)? {
         out.put("default", read_text(&jinja)?, "chat_template.jinja");
     }
     let extra = dir.join("additional_chat_templates");

@@ -32,12 +32,13 @@ fn fields(a: Arch) -> (&'static [Field], &'static [Field]) {
                 Count("hidden_size"),
                 Count("num_attention_heads"),
                 Count("intermediate_size"),
+                // llama.cpp requires {arch}.attention.layer_norm_epsilon (no default).
+                Positive("layer_norm_eps"),
             ],
             &[
                 Count("max_position_embeddings"),
                 Count("vocab_size"),
                 Count("type_vocab_size"),
-                Positive("layer_norm_eps"),
             ],
         ),
         Arch::Llama | Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 => (
@@ -46,6 +47,8 @@ fn fields(a: Arch) -> (&'static [Field], &'static [Field]) {
                 Count("hidden_size"),
                 Count("num_attention_heads"),
                 Count("intermediate_size"),
+                // llama.cpp requires {arch}.attention.layer_norm_rms_epsilon (no default).
+                Positive("rms_norm_eps"),
             ],
             &[
                 Count("num_key_value_heads"),
@@ -53,7 +56,6 @@ fn fields(a: Arch) -> (&'static [Field], &'static [Field]) {
                 Count("vocab_size"),
                 Count("head_dim"),
                 Positive("rope_theta"),
-                Positive("rms_norm_eps"),
             ],
         ),
     }
@@ -82,15 +84,16 @@ fn read(config: &Value, f: Field) -> Result<Option<f64>, String> {
             None => bad("is not a non-negative integer"),
         },
         Field::Positive(_) => match v.as_f64() {
-            Some(x) if x.is_finite() && x > 0.0 => Ok(Some(x)),
-            Some(_) => bad("must be a positive finite number"),
+            // Stored as f32: 1e300 would become inf and 1e-50 zero.
+            Some(x) if x > 0.0 && (x as f32).is_finite() && (x as f32) > 0.0 => Ok(Some(x)),
+            Some(_) => bad("must be a positive number that an f32 holds (the GGUF key is f32)"),
             None => bad("is not a number"),
         },
     }
 }
 
 /// Every problem of config.json's fields, and their values.
-fn read_fields(config: &Value, a: Arch) -> (HashMap<&'static str, u64>, Vec<String>) {
+pub(crate) fn read_fields(config: &Value, a: Arch) -> (HashMap<&'static str, u64>, Vec<String>) {
     let (required, optional) = fields(a);
     let mut values = HashMap::new();
     let mut problems = Vec::new();
@@ -218,6 +221,24 @@ fn check_shapes(
         if let Some(&ctx) = v.get("max_position_embeddings") {
             expect(planned, "position_embd.weight", &[h, ctx], problems);
         }
+        if let Some(&types) = v.get("type_vocab_size") {
+            expect(planned, "token_types.weight", &[h, types], problems);
+        }
+    }
+    one_d_norms_and_biases(planned, problems);
+}
+
+/// Every norm weight and every bias is a vector: llama.cpp creates them 1-D, and a 2-D one
+/// (`[1, hidden]`) is refused at load or broadcast differently than transformers does.
+fn one_d_norms_and_biases(planned: &[(usize, PlannedTensor)], problems: &mut Vec<String>) {
+    for (_, p) in planned {
+        let n = &p.gguf_name;
+        if (n.ends_with("norm.weight") || n.ends_with(".bias")) && p.ne.len() != 1 {
+            problems.push(format!(
+                "tensor {} ({n}) has ne {:?}; a norm weight or bias must be 1-D",
+                p.hf_name, p.ne
+            ));
+        }
     }
 }
 
@@ -250,12 +271,91 @@ fn untied_without_output(
     planned: &[(usize, PlannedTensor)],
     problems: &mut Vec<String>,
 ) {
-    let untied = raw(config, "tie_word_embeddings") == Some(&Value::Bool(false));
-    if a != Arch::Bert && untied && ne_of(planned, "output.weight").is_none() {
-        problems.push(
-            "config.json: field tie_word_embeddings = false, but the checkpoint has no lm_head.weight"
-                .to_string(),
-        );
+    let tied = match raw(config, "tie_word_embeddings") {
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            problems.push(format!(
+                "config.json: field tie_word_embeddings: {v} is not a boolean"
+            ));
+            return;
+        }
+        None => tied_by_default(a),
+    };
+    if a != Arch::Bert && !tied && ne_of(planned, "output.weight").is_none() {
+        let why = if raw(config, "tie_word_embeddings").is_some() {
+            "= false"
+        } else {
+            "is absent, which transformers reads as false for this architecture"
+        };
+        problems.push(format!(
+            "config.json: field tie_word_embeddings {why}, but the checkpoint has no lm_head.weight"
+        ));
+    }
+}
+
+/// transformers' default of `tie_word_embeddings` when config.json omits it: `LlamaConfig`,
+/// `Qwen2Config` and `Qwen3Config` default to false, `Gemma3TextConfig` to true.
+fn tied_by_default(a: Arch) -> bool {
+    matches!(a, Arch::Gemma3 | Arch::Bert)
+}
+
+/// The bias tensors each layer has when `attention_bias` / `mlp_bias` are true (llama's
+/// `LlamaAttention`/`LlamaMLP`; Qwen3 and Gemma 3 use the attention flag only). Qwen2 has no
+/// such fields: its q/k/v biases are always there.
+fn declared_biases(a: Arch) -> &'static [(&'static str, &'static [&'static str])] {
+    const ATTN: (&str, &[&str]) = (
+        "attention_bias",
+        &[
+            "attn_q.bias",
+            "attn_k.bias",
+            "attn_v.bias",
+            "attn_output.bias",
+        ],
+    );
+    const MLP: (&str, &[&str]) = (
+        "mlp_bias",
+        &["ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"],
+    );
+    match a {
+        Arch::Llama => &[ATTN, MLP],
+        Arch::Qwen3 | Arch::Gemma3 => &[ATTN, (MLP.0, MLP.1)],
+        Arch::Bert | Arch::Qwen2 => &[],
+    }
+}
+
+/// `attention_bias` / `mlp_bias` against the tensors: true needs every bias in every layer
+/// (transformers would initialise a missing one at random); false (the default) allows none
+/// (transformers would ignore it, while llama.cpp adds it).
+fn biases_as_declared(
+    config: &Value,
+    a: Arch,
+    n_layer: u64,
+    planned: &[(usize, PlannedTensor)],
+    problems: &mut Vec<String>,
+) {
+    for (field, names) in declared_biases(a) {
+        let declared = match raw(config, field) {
+            None => false,
+            Some(Value::Bool(b)) => *b && !(a != Arch::Llama && *field == "mlp_bias"),
+            Some(v) => {
+                problems.push(format!("config.json: field {field}: {v} is not a boolean"));
+                continue;
+            }
+        };
+        for l in 0..n_layer {
+            for n in names.iter() {
+                let name = format!("blk.{l}.{n}");
+                let present = ne_of(planned, &name).is_some();
+                if present != declared {
+                    problems.push(if declared {
+                        format!("config.json: field {field} = true, but tensor {name} is missing from the checkpoint")
+                    } else {
+                        format!("the checkpoint has {name}, but config.json field {field} is false or absent: transformers does not use it")
+                    });
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -267,6 +367,9 @@ pub fn check(hf: &HfDir, a: Arch, planned: &[(usize, PlannedTensor)]) -> Result<
     if !planned.is_empty() {
         check_shapes(a, &values, planned, &mut problems);
         untied_without_output(&hf.config, a, planned, &mut problems);
+        if let Some(&n) = values.get("num_hidden_layers") {
+            biases_as_declared(&hf.config, a, n, planned, &mut problems);
+        }
     }
     if problems.is_empty() {
         return Ok(());

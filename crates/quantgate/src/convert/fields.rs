@@ -16,38 +16,104 @@ use serde_json::Value;
 
 use super::arch::Arch;
 
-/// Fields that cannot change inference, for every architecture.
+/// Fields that cannot change inference, for every architecture; `docs/hf-config.md` gives the
+/// reason for each group.
 pub const INERT: &[&str] = &[
+    // Bookkeeping that transformers writes into every save (`PreTrainedConfig.to_dict`).
     "_name_or_path",
+    "_commit_hash",
+    "_attn_implementation",
+    "_attn_implementation_autoset",
     "architectures",
     "auto_map",
     "transformers_version",
     "torch_dtype",
     "dtype",
+    "use_bfloat16",
+    "torchscript",
+    "tf_legacy_loss",
+    // transformers' GGUF loader records the file it read (`modeling_gguf_pytorch_utils`).
+    "_model_name_or_path",
+    // Caching, outputs and training: same logits with or without them.
     "use_cache",
+    "output_past",
+    "output_attentions",
+    "output_hidden_states",
+    "output_scores",
+    "return_dict",
+    "return_dict_in_generate",
     "initializer_range",
+    "initializer_factor",
     "attention_dropout",
     "attention_probs_dropout_prob",
     "hidden_dropout_prob",
+    "hidden_dropout",
+    "embd_pdrop",
+    "resid_pdrop",
     "classifier_dropout",
     "gradient_checkpointing",
+    // Chunking the feed-forward computes the same values (`apply_chunking_to_forward`).
+    "chunk_size_feed_forward",
+    // Task heads and labels: an embedding or LM conversion does not include a head.
     "id2label",
     "label2id",
+    "num_labels",
     "problem_type",
-    "output_attentions",
-    "output_hidden_states",
-    "return_dict",
+    "finetuning_task",
+    "task_specific_params",
+    "prefix",
+    // Token ids: the tokenizer files decide the GGUF ids.
     "tokenizer_class",
     "bos_token_id",
     "eos_token_id",
     "pad_token_id",
     "sep_token_id",
+    "decoder_start_token_id",
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    // Legacy generation defaults kept in config.json (transformers moves them to
+    // generation_config.json): decoding settings, not the forward; llama.cpp's sampling keys
+    // come from generation_config.json.
+    "max_length",
+    "min_length",
+    "do_sample",
+    "early_stopping",
+    "num_beams",
+    "num_beam_groups",
+    "diversity_penalty",
+    "temperature",
+    "top_k",
+    "top_p",
+    "typical_p",
+    "repetition_penalty",
+    "length_penalty",
+    "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size",
+    "bad_words_ids",
+    "num_return_sequences",
+    "remove_invalid_values",
+    "exponential_decay_length_penalty",
+    "suppress_tokens",
+    "begin_suppress_tokens",
     // Training-time tensor parallel degree; the forward is the same (LlamaConfig doc).
     "pretraining_tp",
-    // Fields of other tools that transformers ignores.
+    // Fields of other tools that transformers ignores (no model class reads them).
     "transformers.js_config",
     "is_llama_config",
     "rope_interleaved",
+    "activation",
+    "base_model_name_or_path",
+    "peft_type",
+    "task_type",
+    "inference_mode",
+    "unsloth_version",
+    // The original Google BERT release's TF fields, read by no transformers class.
+    "directionality",
+    "pooler_fc_size",
+    "pooler_num_attention_heads",
+    "pooler_num_fc_layers",
+    "pooler_size_per_head",
+    "pooler_type",
 ];
 
 /// Fields each architecture reads (mapped or checked against tensors).
@@ -170,6 +236,16 @@ fn constrained(a: Arch, key: &str, v: &Value) -> Option<Option<String>> {
             want(v.is_null(), "no logit soft-capping in Gemma 3")
         }
         (Arch::Gemma3, "use_bidirectional_attention") => want(v == false, "a causal decoder"),
+        (_, "is_encoder_decoder" | "tie_encoder_decoder") => want(v == false, "a single stack"),
+        (_, "pruned_heads") => want(
+            v.as_object().is_some_and(|m| m.is_empty()),
+            "no attention heads pruned",
+        ),
+        (_, "cross_attention_hidden_size") => want(v.is_null(), "no cross-attention"),
+        (Arch::Qwen2 | Arch::Qwen3, "use_mrope") => want(
+            v == false,
+            "multimodal RoPE is Qwen2-VL's, not a text model's",
+        ),
         (_, "hidden_act") => want(v == "silu", "llama.cpp's llama/qwen2/qwen3 use SiLU"),
         (_, "use_sliding_window") => want(
             v == false,
@@ -212,6 +288,27 @@ pub fn check(config: &Value, a: Arch) -> Vec<String> {
     }
     if a == Arch::Gemma3 {
         problems.extend(gemma3_layout(config));
+    }
+    problems
+}
+
+/// Every problem of a config.json read on its own, before any tensor is looked at: the
+/// architecture, every field accounted for ([`check`]), the hyperparameters' types and ranges
+/// and the RoPE settings. What `convert` refuses a real config for; empty for one it accepts
+/// (its tensors are then still checked against it).
+pub fn config_problems(config: &Value) -> Vec<String> {
+    let model_type = config["model_type"].as_str().unwrap_or("");
+    let a = match Arch::from_model_type(model_type) {
+        Ok(a) => a,
+        Err(e) => return vec![e.to_string()],
+    };
+    let mut problems = check(config, a);
+    problems.extend(super::consistency::read_fields(config, a).1);
+    if let Err(e) = super::rope::read(config) {
+        problems.push(e.to_string());
+    }
+    if let Err(e) = super::rope::freq_base_swa(config) {
+        problems.push(e.to_string());
     }
     problems
 }
@@ -294,4 +391,44 @@ mod tests {
             "named by consistency instead"
         );
     }
+
+    /// The real-config corpus (`testdata/hf-configs`, PROVENANCE.md there): how many of the
+    /// supported families' configs are refused, and why. Each refusal here is one a user would
+    /// meet; the list changes only with a reason in docs/hf-config.md.
+    #[test]
+    fn real_config_corpus_refusals_are_exactly_the_known_ones() {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/hf-configs");
+        let mut names: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().join("config.json").is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let mut refused = Vec::new();
+        for n in &names {
+            let text = std::fs::read_to_string(root.join(n).join("config.json")).unwrap();
+            let c: Value = serde_json::from_str(&text).unwrap();
+            let p = config_problems(&c);
+            if !p.is_empty() {
+                eprintln!("refused {n}: {}", p.join("; "));
+                refused.push(n.as_str());
+            } else {
+                eprintln!("accepted {n}");
+            }
+        }
+        eprintln!("{} of {} configs refused", refused.len(), names.len());
+        assert!(names.len() >= 40, "corpus has {} configs", names.len());
+        assert_eq!(refused, KNOWN_REFUSALS, "refused configs changed");
+    }
+
+    /// Configs of the corpus convert refuses, each for a field that changes inference (see
+    /// docs/hf-config.md, "Refused real configs").
+    const KNOWN_REFUSALS: &[&str] = &[
+        // rope_scaling.rope_type llama3: needs the rope_freqs tensor (the Llama 3.x issue).
+        "Llama-3.2-1B-Instruct@4.47.1",
+        // use_bidirectional_attention: EmbeddingGemma is an encoder; llama.cpp's gemma3 is causal.
+        "embeddinggemma-300m@4.57.6",
+    ];
 }

@@ -29,7 +29,7 @@ const FIELDS: &[(&str, &str, bool)] = &[
 /// Errors: an unreadable file, or a field of the wrong type, naming the file and field.
 pub fn sampling(dir: &Path) -> Result<Vec<(String, Value)>> {
     let p = dir.join("generation_config.json");
-    if !p.exists() {
+    if !crate::paths::present(&p)? {
         return Ok(Vec::new());
     }
     let g = super::hf::read_json(&p)?;

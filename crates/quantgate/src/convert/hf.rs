@@ -68,6 +68,27 @@ pub struct HfDir {
     files: Vec<(PathBuf, File)>,
 }
 
+/// The files of an HF folder beside config.json and the weights that a conversion or a
+/// verification may read (tokenizer, chat templates, generation config, sentence-transformers
+/// pooling); a release ships each that is present.
+pub const SIDE_FILES: &[&str] = &[
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "1_Pooling/config.json",
+];
+
 /// Reads a JSON file, naming it in errors.
 pub fn read_json(path: &Path) -> Result<Value> {
     // A FIFO or device would block or never end: only regular files are opened.
@@ -86,7 +107,7 @@ impl HfDir {
     pub fn open(dir: &Path, with_weights: bool) -> Result<HfDir> {
         let config = read_json(&dir.join("config.json"))?;
         let tc_path = dir.join("tokenizer_config.json");
-        let tokenizer_config = if tc_path.exists() {
+        let tokenizer_config = if crate::paths::present(&tc_path)? {
             read_json(&tc_path)?
         } else {
             Value::Object(Default::default())
@@ -134,31 +155,43 @@ impl HfDir {
         Ok(())
     }
 
-    /// The shard file names, sorted and deduplicated: from the index's weight map, or the
-    /// single `model.safetensors`.
+    /// The shard file names, as transformers picks them: the single `model.safetensors` when
+    /// present (it wins over an index), else the index's weight map, sorted and deduplicated.
+    ///
+    /// Errors: neither file; a weight map that is not an object or names something other than
+    /// a plain file name in the folder (`../x`, `sub/x`, an absolute path).
     fn shard_names(&self) -> Result<Vec<String>> {
         let index = self.dir.join("model.safetensors.index.json");
-        let mut names: Vec<String> = if index.exists() {
-            let v = read_json(&index)?;
-            let map = v["weight_map"].as_object().ok_or_else(|| {
-                anyhow!(
-                    "{}: field weight_map missing or not an object",
-                    index.display()
-                )
-            })?;
-            map.values()
-                .filter_map(|f| f.as_str().map(String::from))
-                .collect()
-        } else if self.dir.join("model.safetensors").exists() {
-            vec!["model.safetensors".into()]
-        } else {
+        if crate::paths::present(&self.dir.join("model.safetensors"))? {
+            return Ok(vec!["model.safetensors".into()]);
+        }
+        if !crate::paths::present(&index)? {
             bail!(
                 "{}: no model.safetensors or model.safetensors.index.json",
                 self.dir.display()
             );
-        };
+        }
+        let v = read_json(&index)?;
+        let map = v["weight_map"].as_object().ok_or_else(|| {
+            anyhow!(
+                "{}: field weight_map missing or not an object",
+                index.display()
+            )
+        })?;
+        let mut names: Vec<String> = map
+            .values()
+            .filter_map(|f| f.as_str().map(String::from))
+            .collect();
         names.sort();
         names.dedup();
+        if let Some(bad) = names.iter().find(|n| {
+            n.is_empty() || *n == "." || *n == ".." || n.contains('/') || n.contains('\0')
+        }) {
+            bail!(
+                "{}: field weight_map names {bad:?}, which is not a file in the folder",
+                index.display()
+            );
+        }
         Ok(names)
     }
 

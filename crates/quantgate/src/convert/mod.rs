@@ -417,6 +417,7 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         w.add_kv(k, v);
     }
     consistency::check(&hf, arch, &planned)?;
+    vocab_fits_embedding(&hf, &vocab, &planned)?;
     if opts.allow_nonfinite {
         let found = nonfinite_sources(&hf, &planned)?;
         let total: u64 = found.iter().map(|(_, n)| *n as u64).sum();
@@ -464,6 +465,29 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         file_bytes: summary.file_bytes,
         seconds: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// More tokens than `token_embd.weight` rows: llama.cpp refuses the file and HF would index
+/// past the embedding (config.json's `vocab_size`, when given, is checked by the vocabulary).
+///
+/// Errors: naming both counts.
+fn vocab_fits_embedding(
+    hf: &HfDir,
+    vocab: &vocab::Vocab,
+    planned: &[(usize, PlannedTensor)],
+) -> Result<()> {
+    let rows = planned
+        .iter()
+        .find(|(_, p)| p.gguf_name == "token_embd.weight")
+        .and_then(|(_, p)| p.ne.get(1).copied());
+    match rows {
+        Some(r) if (vocab.tokens.len() as u64) > r => bail!(
+            "{}: the tokenizer has {} tokens but token_embd.weight has {r} rows",
+            hf.dir.display(),
+            vocab.tokens.len()
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// For a RoPE architecture whose config gives no base frequency: which llama.cpp default
@@ -602,8 +626,14 @@ fn add_tensors<'a>(
         let permute = p.permute_heads;
         let rows = p.ne.get(1).copied().unwrap_or(p.ne[0]) as usize;
         let data = match (affine.get(i).cloned(), packed.get(i).cloned()) {
-            (Some(at), _) => affine_data(hf, at, ty, permute, name, sink.fallback_errors.clone()),
-            (None, Some(m)) => packed_data(hf, m, ty, permute, name, sink.fallback_errors.clone()),
+            (Some(at), _) => {
+                let fe = (sink.fallback_errors.clone(), sink.allow_nonfinite);
+                affine_data(hf, at, ty, permute, name, fe)
+            }
+            (None, Some(m)) => {
+                let fe = (sink.fallback_errors.clone(), sink.allow_nonfinite);
+                packed_data(hf, m, ty, permute, name, fe)
+            }
             (None, None) if p.shift != 0.0 => {
                 shifted_data(hf, src, (ty, p.shift), name, sink.allow_nonfinite)
             }
@@ -628,10 +658,15 @@ fn affine_data<'a>(
     ty: GgmlType,
     permute: Option<usize>,
     name: String,
-    fe: Rc<RefCell<Vec<mlx::FallbackError>>>,
+    (fe, allow): (Rc<RefCell<Vec<mlx::FallbackError>>>, bool),
 ) -> TensorData<'a> {
     TensorData::Deferred(Box::new(move |out| {
         crate::interrupt::check().map_err(std::io::Error::other)?;
+        for i in [at.scales, at.biases] {
+            let src = &hf_ref.tensors[i];
+            let bad = count_nonfinite(&hf_ref.to_f32(src)?);
+            nonfinite_guard(hf_ref, src, &name, bad, allow)?;
+        }
         let g = at.affine.group;
         let buf = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
             let raw = hf_ref.bytes(&hf_ref.tensors[at.weight])?;
@@ -664,11 +699,13 @@ fn packed_data<'a>(
     ty: GgmlType,
     permute: Option<usize>,
     name: String,
-    fe: Rc<RefCell<Vec<mlx::FallbackError>>>,
+    (fe, allow): (Rc<RefCell<Vec<mlx::FallbackError>>>, bool),
 ) -> TensorData<'a> {
     TensorData::Deferred(Box::new(move |out| {
         crate::interrupt::check().map_err(std::io::Error::other)?;
         let d = packed::decode(hf_ref, &m, &s)?;
+        let scales = &hf_ref.tensors[m.scales];
+        nonfinite_guard(hf_ref, scales, &name, count_nonfinite(&d.scales), allow)?;
         let order = mlx::row_order(m.out, permute);
         let buf = if matches!(
             ty,
@@ -920,6 +957,17 @@ pub fn metadata(
     // vocabulary (its rule for small granite models, which SmolLM2 shares).
     let no_bos = arch == Arch::Llama && hf.config_u64("vocab_size") == Some(49152);
     kv.extend(tokenizer_metadata(vocab, arch, no_bos));
+    // The backstop of every field check: no key is written as an f32 that is not finite
+    // (1e300 or 1e39 become inf as f32; llama.cpp would then run a degenerate model).
+    if let Some((k, v)) = kv
+        .iter()
+        .find(|(_, v)| matches!(v, Value::F32(x) if !x.is_finite()))
+    {
+        bail!(
+            "{}: config.json: the value for GGUF key {k} is {v} as f32: not finite (the config field does not fit an f32)",
+            hf.dir.display()
+        );
+    }
     Ok(kv)
 }
 

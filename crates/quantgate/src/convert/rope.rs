@@ -196,13 +196,17 @@ pub fn read(config: &Value) -> Result<Rope> {
             ))
         }
     };
+    if let (Some(t), Some(f)) = (rope.freq_base, &rope.freq_base_field) {
+        positive_f32(t, f)?;
+    }
     let factor = || -> Result<f64> {
-        number(p.get("factor"), &at("factor"))?.ok_or_else(|| {
+        let f = number(p.get("factor"), &at("factor"))?.ok_or_else(|| {
             anyhow!(
                 "config.json: field {} is missing for rope type {kind}",
                 at("factor")
             )
-        })
+        })?;
+        positive_f32(f, &at("factor"))
     };
     rope.scaling = match kind.as_str() {
         "default" => None,
@@ -229,10 +233,10 @@ pub fn read(config: &Value) -> Result<Rope> {
                 factor: factor()?,
                 original_context: Some(orig),
                 yarn: [
-                    number(p.get("extrapolation_factor"), &at("extrapolation_factor"))?,
-                    number(attn, &at("attention_factor"))?,
-                    number(p.get("beta_fast"), &at("beta_fast"))?,
-                    number(p.get("beta_slow"), &at("beta_slow"))?,
+                    finite_f32(p.get("extrapolation_factor"), &at("extrapolation_factor"))?,
+                    finite_f32(attn, &at("attention_factor"))?,
+                    finite_f32(p.get("beta_fast"), &at("beta_fast"))?,
+                    finite_f32(p.get("beta_slow"), &at("beta_slow"))?,
                 ],
             })
         }
@@ -243,13 +247,87 @@ pub fn read(config: &Value) -> Result<Rope> {
             ))
         }
     };
+    known_keys(&p, &kind, &path)?;
     Ok(rope)
+}
+
+/// `x` if it is positive and stays finite and positive as the f32 the GGUF key holds.
+///
+/// Errors: naming config.json and `path`.
+fn positive_f32(x: f64, path: &str) -> Result<f64> {
+    if x > 0.0 && (x as f32).is_finite() && (x as f32) > 0.0 {
+        Ok(x)
+    } else {
+        Err(anyhow!(
+            "config.json: field {path}: {x} must be a positive number that an f32 holds (the GGUF key is f32)"
+        ))
+    }
+}
+
+/// A number field that must stay finite as an f32.
+fn finite_f32(v: Option<&Value>, path: &str) -> Result<Option<f64>> {
+    match number(v, path)? {
+        Some(x) if !(x as f32).is_finite() => Err(anyhow!(
+            "config.json: field {path}: {x} is not finite as the f32 the GGUF key holds"
+        )),
+        x => Ok(x),
+    }
+}
+
+/// The keys a RoPE parameter dict of type `kind` may hold (transformers'
+/// `modeling_rope_utils` `_validate_*_rope_parameters`, less those llama.cpp has no key for):
+/// any other key (`mscale`, `truncate`, `low_freq_factor`, a typo) could change the rotation
+/// and is an error naming it. `partial_rotary_factor` is accepted at 1.0 only.
+fn known_keys(p: &Map<String, Value>, kind: &str, path: &str) -> Result<()> {
+    let allowed: &[&str] = match kind {
+        "linear" => &["factor"],
+        "yarn" => &[
+            "factor",
+            "original_max_position_embeddings",
+            "extrapolation_factor",
+            "attention_factor",
+            "attn_factor",
+            "beta_fast",
+            "beta_slow",
+        ],
+        _ => &[],
+    };
+    for (k, v) in p {
+        let common = matches!(k.as_str(), "rope_type" | "type" | "rope_theta");
+        let full_rotation = k == "partial_rotary_factor" && v.as_f64() == Some(1.0);
+        if common || full_rotation || allowed.contains(&k.as_str()) || v.is_null() {
+            continue;
+        }
+        return Err(anyhow!(
+            "config.json: field {path}.{k} = {v}: not known for rope type {kind} and may change the rotation (docs/hf-config.md)"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn factors_must_be_positive_and_unknown_keys_are_named() {
+        for f in [0.0, -2.0, 1e39] {
+            let c = json!({"rope_scaling": {"type": "linear", "factor": f}});
+            let e = read(&c).unwrap_err().to_string();
+            assert!(e.contains("field rope_scaling.factor"), "{f}: {e}");
+        }
+        let c = json!({"rope_theta": 1e4, "rope_scaling": {"type": "linear", "factor": 2.0, "mscale": 0.7}});
+        let e = read(&c).unwrap_err().to_string();
+        assert!(e.contains("field rope_scaling.mscale = 0.7"), "{e}");
+        let c = json!({"rope_parameters": {"rope_type": "default", "rope_theta": 1e39}});
+        let e = read(&c).unwrap_err().to_string();
+        assert!(e.contains("field rope_parameters.rope_theta"), "{e}");
+        let c = json!({"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 1.0}});
+        assert_eq!(read(&c).unwrap().freq_base, Some(1e4));
+        let c = json!({"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}});
+        assert!(read(&c).is_err());
+    }
 
     #[test]
     fn both_generations_give_the_same_rope() {

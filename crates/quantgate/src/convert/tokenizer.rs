@@ -29,7 +29,7 @@ const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}
 /// Loads the tokenizer of `dir`.
 pub fn load(dir: &Path) -> Result<LoadedTokenizer> {
     let tj_path = dir.join("tokenizer.json");
-    if tj_path.exists() {
+    if crate::paths::present(&tj_path)? {
         let json = read_json(&tj_path)?;
         let tokenizer = HfTokenizer::from_file(&tj_path).map_err(|e| anyhow!("{e}"))?;
         return Ok(LoadedTokenizer {

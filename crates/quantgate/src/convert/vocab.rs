@@ -241,9 +241,12 @@ fn fill_tokens(
         .unwrap_or(0);
     let n_vocab = config["vocab_size"].as_u64().unwrap_or(max_id).max(max_id);
     if let Some(cv) = config["vocab_size"].as_u64() {
+        // token_embd.weight has vocab_size rows: llama.cpp refuses a vocabulary longer than
+        // its embedding, and HF would index past it.
         if cv < max_id {
-            v.notes.push(format!(
-                "config.json vocab_size {cv} < tokenizer ids ({max_id}); using {max_id}"
+            v.blockers.push(format!(
+                "the tokenizer's ids reach {} but config.json field vocab_size is {cv}: token_embd.weight has {cv} rows",
+                max_id - 1
             ));
         }
     }

@@ -46,8 +46,9 @@ pub fn build(dir: &Path, tj: &Value, tc: &Value, config: &Value) -> Result<Vocab
     };
     let mut scores = vec![-10000.0f32; n_vocab];
     if pieces.len() > n_vocab {
-        v.notes.push(format!(
-            "{}: {} pieces, config.json vocab_size {n_vocab}: pieces from id {n_vocab} are dropped",
+        // Dropping them would change the tokenizer; keeping them outgrows token_embd.weight.
+        v.blockers.push(format!(
+            "{}: {} pieces, but config.json field vocab_size is {n_vocab}: token_embd.weight has {n_vocab} rows",
             path.display(),
             pieces.len()
         ));

@@ -131,6 +131,7 @@ pub fn write_base(
     w.flush().with_context(ctx)?;
     drop(w);
     tmp.as_file().sync_all().with_context(ctx)?;
+    gguf::ensure_replaceable(out)?;
     tmp.persist(out)
         .map_err(|e| anyhow::anyhow!("{}: {}", out.display(), e.error))?;
     Ok(KldBaseResult {

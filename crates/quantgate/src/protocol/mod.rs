@@ -347,6 +347,12 @@ pub fn validate(l: &Loaded) -> Vec<String> {
         validate_model(l, m, &mut e);
     }
     validate_thresholds(p, &mut e);
+    if let Some(b) = &p.budget {
+        if let Err(problems) = crate::verify::quality::parse_budgets(&toml::Value::Table(b.clone()))
+        {
+            e.extend(problems);
+        }
+    }
     validate_steps(l, &mut e);
     e
 }

@@ -11,6 +11,7 @@
 //! release folder's copy identical to those of the verified input ([`fingerprint`]).
 
 pub mod card;
+pub mod consistency;
 pub mod fingerprint;
 pub mod source;
 pub mod sums;
@@ -150,6 +151,7 @@ pub fn release(opts: &ReleaseOptions, on_step: &mut dyn FnMut(&str)) -> Result<R
     let mut files = Vec::new();
     let mut timings = serde_json::Map::new();
     for g in &opts.ggufs {
+        crate::interrupt::check()?;
         on_step(&format!("verify {}", g.display()));
         let t0 = std::time::Instant::now();
         let (file, ms) = verify_one(opts, g)?;
@@ -159,10 +161,13 @@ pub fn release(opts: &ReleaseOptions, on_step: &mut dyn FnMut(&str)) -> Result<R
         );
         files.push(file);
     }
+    crate::interrupt::check()?;
     on_step("assemble");
     let report = assemble(opts, staging.path(), files)?;
+    crate::interrupt::check()?;
     on_step("gate 3");
     let gate3 = gate3(staging.path(), &report, opts.threads)?;
+    crate::interrupt::check()?;
     let mut blockers: Vec<Blocker> = report
         .files
         .iter()
@@ -397,6 +402,7 @@ pub fn gate3(dir: &Path, report: &ReleaseReport, threads: i32) -> Result<Gate3> 
         ));
     }
     structure(dir, report, &mut blockers)?;
+    consistency::check(dir, report, &mut blockers)?;
     let mut files = Vec::new();
     for f in &report.files {
         if !plain_name(&f.name) {

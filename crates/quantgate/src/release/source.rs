@@ -10,23 +10,7 @@ use serde::{Deserialize, Serialize};
 
 /// Files copied from the source when present, relative to the folder. License files are
 /// matched separately ([`is_license_file`]).
-pub const COPIED: &[&str] = &[
-    "config.json",
-    "generation_config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.txt",
-    "vocab.json",
-    "merges.txt",
-    "added_tokens.json",
-    "chat_template.jinja",
-    "chat_template.json",
-    "modules.json",
-    "sentence_bert_config.json",
-    "config_sentence_transformers.json",
-    "1_Pooling/config.json",
-];
+pub const COPIED: &[&str] = crate::convert::hf::SIDE_FILES;
 
 /// `LICENSE`, `LICENSE.txt`, `LICENCE.md`, `NOTICE`, `USE_POLICY.md`, … at the folder's top.
 pub fn is_license_file(name: &str) -> bool {

@@ -237,13 +237,13 @@ fn lowercases(n: &impl Normalizer) -> bool {
 /// tokenizer_config.json.
 fn default_chat_template(dir: &Path, tc: &Json) -> Result<Option<String>> {
     let jinja = dir.join("chat_template.jinja");
-    if jinja.exists() {
+    if reference::present(&jinja)? {
         let t = std::fs::read_to_string(&jinja)
             .with_context(|| format!("{}: not readable as UTF-8", jinja.display()))?;
         return Ok(Some(t));
     }
     let json = dir.join("chat_template.json");
-    if json.exists() {
+    if reference::present(&json)? {
         let v = reference::read_json(&json)?;
         if let Some(t) = default_of(&v["chat_template"]) {
             return Ok(Some(t));

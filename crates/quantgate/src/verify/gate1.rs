@@ -41,12 +41,25 @@ pub struct Gate1Report {
     pub via_intermediate: BTreeMap<String, usize>,
 }
 
+/// A string value's canonical text: `str:TEXT` for UTF-8 (every byte kept, an embedded NUL
+/// included), `bytes:HEX` otherwise. Never lossy: two different byte strings never share one.
+fn canonical_str(s: &[u8]) -> String {
+    match std::str::from_utf8(s) {
+        Ok(t) => format!("str:{t}"),
+        Err(_) => format!("bytes:{}", hex(s)),
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 /// Canonical text of one of our metadata values, comparable with [`canonical_c`]: scalars as
-/// `type:hex bytes`, strings as `str:text`, arrays as `arr<type>[n]#sha256`.
+/// `type:hex bytes`, strings as `str:text` (see [`canonical_str`]), arrays as
+/// `arr<type>[n]#sha256` over each element's length and bytes.
 pub fn canonical(v: &Value) -> String {
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     match v {
-        Value::String(s) => format!("str:{}", String::from_utf8_lossy(s)),
+        Value::String(s) => canonical_str(s),
         Value::Array(t, items) => {
             let mut h = Sha256::new();
             for it in items {
@@ -85,12 +98,13 @@ fn scalar_bytes(v: &Value) -> Vec<u8> {
     }
 }
 
-/// Canonical text of a value as ggml read it (see [`canonical`]).
+/// Canonical text of a value as ggml read it (see [`canonical`]). ggml hands strings out as C
+/// strings, so this view ends at the first NUL: it is what llama.cpp itself sees, and
+/// [`check_metadata`] holds it against the stored bytes as well.
 pub fn canonical_c(v: &CValue) -> String {
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     let tname = |t: u32| gguf::ValueType::from_id(t).map(|t| t.name()).unwrap_or("?");
     match v {
-        CValue::Str(s) => format!("str:{}", String::from_utf8_lossy(s)),
+        CValue::Str(s) => canonical_str(s),
         CValue::Scalar { ty, bytes } => format!("{}:{}", tname(*ty), hex(bytes)),
         CValue::StrArray(items) => {
             let mut h = Sha256::new();
@@ -107,10 +121,26 @@ pub fn canonical_c(v: &CValue) -> String {
     }
 }
 
-/// Compares the metadata ggml read (`c`, from `gguf_init_from_file`) with `expected` (what the sources imply).
-/// Keys are compared by canonical value; a missing or different key is a blocker.
+/// The two reads of one stored key: ggml's (`gguf_init_from_file`, what llama.cpp runs on)
+/// and the length-prefixed bytes of the file (`gguf::Header::parse_infos`, what gguf-py and
+/// every other reader see). A string with an embedded NUL differs between them.
+fn stored_views(c: &CGguf, raw: &[(String, Value)], key: &str) -> Option<(String, String)> {
+    let cv = canonical_c(&c.get(key)?);
+    let rv = raw
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| canonical(v))
+        .unwrap_or_else(|| "absent from the stored bytes".into());
+    Some((cv, rv))
+}
+
+/// Compares the stored metadata with `expected` (what the sources imply), key by key, as the
+/// bytes the GGUF holds: each key must equal the expectation both as ggml read it (`c`) and as
+/// its length-prefixed bytes (`raw`, every key of the file in order). A missing or different key
+/// is a blocker naming it.
 pub fn check_metadata(
     c: &CGguf,
+    raw: &[(String, Value)],
     expected: &[(String, Value)],
     blockers: &mut Vec<Blocker>,
     r: &mut Gate1Report,
@@ -118,26 +148,31 @@ pub fn check_metadata(
     for (k, v) in expected {
         r.metadata_keys += 1;
         let want = canonical(v);
-        match c.get(k) {
+        match stored_views(c, raw, k) {
             None => blockers.push(Blocker::new(
                 1,
                 BlockerCode::MetadataMissing,
                 k,
                 format!("expected {}", short(&want)),
             )),
-            Some(cv) => {
-                let got = canonical_c(&cv);
-                if got == want {
-                    r.metadata_matching += 1;
-                } else {
-                    blockers.push(Blocker::new(
-                        1,
-                        BlockerCode::MetadataMismatch,
-                        k,
-                        format!("file has {}, sources imply {}", short(&got), short(&want)),
-                    ));
-                }
-            }
+            Some((cv, rv)) if cv == want && rv == want => r.metadata_matching += 1,
+            Some((cv, rv)) if cv == want => blockers.push(Blocker::new(
+                1,
+                BlockerCode::MetadataMismatch,
+                k,
+                format!(
+                    "the stored bytes hold {}, while llama.cpp's C-string view reads {} (an embedded NUL); sources imply {}",
+                    short(&rv),
+                    short(&cv),
+                    short(&want)
+                ),
+            )),
+            Some((cv, _)) => blockers.push(Blocker::new(
+                1,
+                BlockerCode::MetadataMismatch,
+                k,
+                format!("file has {}, sources imply {}", short(&cv), short(&want)),
+            )),
         }
     }
     Ok(())
@@ -181,17 +216,32 @@ pub fn is_provenance(key: &str) -> bool {
 /// `add_bos_token`, `chat_template`, `rope.freq_base`, `general.alignment`, …) is a blocker.
 pub fn check_unexpected_keys(
     c: &CGguf,
+    raw: &[(String, Value)],
     expected: &[(String, Value)],
     also_allowed: &[&str],
     blockers: &mut Vec<Blocker>,
 ) {
     let implied: std::collections::HashSet<&str> =
         expected.iter().map(|(k, _)| k.as_str()).collect();
-    for k in c.keys() {
+    // ggml's keys are C strings; the stored bytes' keys are whole (a key with a NUL differs).
+    let mut keys = c.keys();
+    for (k, _) in raw {
+        if !keys.contains(k) {
+            keys.push(k.clone());
+        }
+    }
+    for k in keys {
         if implied.contains(k.as_str()) || is_provenance(&k) || also_allowed.contains(&k.as_str()) {
             continue;
         }
-        let v = c.get(&k).map(|v| canonical_c(&v)).unwrap_or_default();
+        let v = match stored_views(c, raw, &k) {
+            Some((cv, _)) => cv,
+            None => raw
+                .iter()
+                .find(|(rk, _)| *rk == k)
+                .map(|(_, v)| canonical(v))
+                .unwrap_or_default(),
+        };
         blockers.push(Blocker::new(
             1,
             BlockerCode::MetadataUnexpected,
@@ -294,7 +344,18 @@ pub fn readable(canon: &str) -> String {
 }
 
 fn short(s: &str) -> String {
-    let s = &readable(s);
+    // Control characters (an embedded NUL) shown escaped, so a blocker line stays one line.
+    let s = &readable(s)
+        .chars()
+        .flat_map(|c| {
+            let e: Vec<char> = if c.is_control() {
+                c.escape_debug().collect()
+            } else {
+                vec![c]
+            };
+            e
+        })
+        .collect::<String>();
     if s.len() > 120 {
         format!(
             "{}…",

@@ -182,7 +182,9 @@ pub fn check(
     let mut tally = Tally::new();
     // The reference runs every text in one pass over its weights, layer by layer.
     let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    crate::progress::report("gate 2 logits: reference", 0, refs.len());
     reference.forward_each(&refs, |i, out| -> Result<()> {
+        crate::progress::report("gate 2 logits", i, refs.len());
         let ids_i: Vec<i32> = seqs[i].iter().map(|x| *x as i32).collect();
         let ll = ctx.logits_from(&ids_i, 0)?;
         let rl = out.logits.to_vec2::<f32>()?;

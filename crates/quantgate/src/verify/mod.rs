@@ -90,6 +90,37 @@ pub fn thresholds_from_protocol(path: &Path, blockers: &mut Vec<Blocker>) -> Res
     let v: toml::Value =
         toml::from_str(&text).with_context(|| format!("{}: invalid TOML", path.display()))?;
     let table = v.get("thresholds").and_then(|t| t.as_table());
+    // A threshold that can never bind (unknown, NaN, out of range) is refused, not measured.
+    let mut problems: Vec<String> = table
+        .into_iter()
+        .flat_map(|t| t.keys())
+        .filter(|k| !THRESHOLD_NAMES.contains(&k.as_str()))
+        .map(|k| {
+            format!(
+                "thresholds.{k}: unknown (expected {})",
+                THRESHOLD_NAMES.join(", ")
+            )
+        })
+        .collect();
+    for (k, x) in table.into_iter().flatten() {
+        let x = x.as_float().or_else(|| x.as_integer().map(|i| i as f64));
+        let ok = match x {
+            Some(x) if k == "max_mean_kld" => x.is_finite() && x >= 0.0,
+            Some(x) => (0.0..=1.0).contains(&x),
+            None => false,
+        };
+        if THRESHOLD_NAMES.contains(&k.as_str()) && !ok {
+            problems.push(format!(
+                "thresholds.{k}: not a number in range (cosines and agreements in [0, 1], KLD ≥ 0)"
+            ));
+        }
+    }
+    anyhow::ensure!(
+        problems.is_empty(),
+        "{}: {}",
+        path.display(),
+        problems.join("; ")
+    );
     let mut get = |name: &str| -> f64 {
         match table
             .and_then(|t| t.get(name))
@@ -206,6 +237,9 @@ struct Sources {
     arch: Arch,
     /// ggml's own reader: the independent read-back path of Gate 1.
     c: llama_runtime::CGguf,
+    /// Every stored key with its length-prefixed bytes (`gguf::Header::read_infos`), held
+    /// against ggml's C-string view in Gate 1.
+    raw_kv: Vec<(String, gguf::Value)>,
     /// Stored ggml type ids, in file order.
     types: Vec<u32>,
     vocab_only: bool,
@@ -245,15 +279,15 @@ fn input_hash(p: &Path) -> Result<InputHash> {
 fn hash_hf_inputs(opts: &VerifyOptions) -> Result<Vec<InputHash>> {
     let entry = input_hash;
     let mut inputs = Vec::new();
-    for name in [
-        "config.json",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "modules.json",
-        "1_Pooling/config.json",
-    ] {
+    // Every source file a release may ship (so `release --check` can hold each shipped copy
+    // against the hash verify recorded), and the SentencePiece model.
+    for name in convert::hf::SIDE_FILES
+        .iter()
+        .copied()
+        .chain(["tokenizer.model"])
+    {
         let p = opts.hf_dir.join(name);
-        if p.exists() {
+        if crate::paths::present(&p)? {
             inputs.push(entry(&p)?);
         }
     }
@@ -263,8 +297,46 @@ fn hash_hf_inputs(opts: &VerifyOptions) -> Result<Vec<InputHash>> {
     Ok(inputs)
 }
 
-fn open_sources(opts: &VerifyOptions, f: &mut Findings) -> Result<Sources> {
-    let c = llama_runtime::CGguf::open(&opts.gguf).map_err(|e| anyhow::anyhow!("Gate 1: {e}"))?;
+/// ggml's parse of the file, and its metadata as the stored bytes hold it.
+type StoredViews = (llama_runtime::CGguf, Vec<(String, gguf::Value)>);
+
+/// The file read twice: by ggml (`CGguf`) and by quantgate's reader (its metadata bytes).
+/// `None` when either refuses it: a blocker names the reader and its error line, since a file
+/// llama.cpp cannot open is a NO-GO, not an input error.
+fn open_stored(opts: &VerifyOptions, f: &mut Findings) -> Result<Option<StoredViews>> {
+    let subject = opts.gguf.display().to_string();
+    let mut refused = |detail: String| {
+        f.blockers
+            .push(Blocker::new(1, BlockerCode::GgufRefused, &subject, detail));
+    };
+    let ours = gguf::Header::read_infos(&opts.gguf);
+    let c = match llama_runtime::CGguf::open(&opts.gguf) {
+        Ok(c) => c,
+        Err(llama_runtime::RuntimeError::Load { log, .. }) => {
+            let why = ours
+                .err()
+                .map(|e| format!("; quantgate's reader: {e}"))
+                .unwrap_or_default();
+            refused(format!("ggml's GGUF reader refuses the file: {log}{why}"));
+            return Ok(None);
+        }
+        Err(e) => anyhow::bail!("Gate 1: {e}"),
+    };
+    match ours {
+        Ok(h) => Ok(Some((c, h.metadata))),
+        Err(e) => {
+            refused(format!(
+                "ggml opens the file, but its stored metadata bytes cannot be read: {e}"
+            ));
+            Ok(None)
+        }
+    }
+}
+
+fn open_sources(opts: &VerifyOptions, f: &mut Findings) -> Result<Option<Sources>> {
+    let Some((c, raw_kv)) = open_stored(opts, f)? else {
+        return Ok(None);
+    };
     let types: Vec<u32> = c.tensors().iter().map(|t| t.type_id).collect();
     let vocab_only = types.is_empty();
     let hf = HfDir::open(&opts.hf_dir, !vocab_only)?;
@@ -284,6 +356,7 @@ fn open_sources(opts: &VerifyOptions, f: &mut Findings) -> Result<Sources> {
         hf,
         arch,
         c,
+        raw_kv,
         types,
         vocab_only,
         tok,
@@ -311,10 +384,11 @@ fn open_sources(opts: &VerifyOptions, f: &mut Findings) -> Result<Sources> {
                 .push(format!("no F32 expansion of the stored values: {e:#}")),
         }
     }
-    Ok(s)
+    Ok(Some(s))
 }
 
 /// Gate 1's typed section.
+#[derive(Default)]
 pub struct Gate1 {
     /// Metadata and plain tensors (and the totals including affine tensors).
     pub report: gate1::Gate1Report,
@@ -474,14 +548,14 @@ fn gate1(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result<Gate1> {
     let mut g1 = gate1::Gate1Report::default();
     let (ft, order) = expected_file_type(s, f)?;
     let expected = expected_metadata(s, ft, f)?;
-    gate1::check_metadata(&s.c, &expected, &mut f.blockers, &mut g1)?;
+    gate1::check_metadata(&s.c, &s.raw_kv, &expected, &mut f.blockers, &mut g1)?;
     // A vocab-only file's file_type is whatever the converter was asked: allowed, not implied.
     let also: &[&str] = if s.vocab_only {
         &[gguf::keys::general::FILE_TYPE]
     } else {
         &[]
     };
-    gate1::check_unexpected_keys(&s.c, &expected, also, &mut f.blockers);
+    gate1::check_unexpected_keys(&s.c, &s.raw_kv, &expected, also, &mut f.blockers);
     if !s.vocab_only {
         check_order(s, order, f)?;
     }
@@ -658,6 +732,33 @@ pub fn logits_checks(t: &Thresholds, l: &logits::LogitsReport) -> Vec<ThresholdC
 }
 
 /// Evaluates the rows in order; every failing row is a Gate 2 blocker.
+/// The threshold-derived blockers a recorded report's own figures give (Gate 1 counts,
+/// vectors and logits against its thresholds, quality against its budget): what `release
+/// --check` holds a recorded GO against. Measurement-free.
+pub fn rejudge(v: &VerifyReport, blockers: &mut Vec<Blocker>) {
+    let g = &v.gate1;
+    if g.bit_identical != g.tensors || g.metadata_matching != g.metadata_keys {
+        blockers.push(Blocker::new(
+            1,
+            BlockerCode::TensorBits,
+            "gate1",
+            format!(
+                "{}/{} tensors and {}/{} metadata keys identical",
+                g.bit_identical, g.tensors, g.metadata_matching, g.metadata_keys
+            ),
+        ));
+    }
+    if let Some(x) = &v.gate2_vectors {
+        judge(vector_checks(&v.thresholds, x), blockers);
+    }
+    if let Some(l) = &v.gate2_logits {
+        judge(logits_checks(&v.thresholds, l), blockers);
+    }
+    if let Some(q) = &v.quality {
+        quality::judge(q, blockers);
+    }
+}
+
 fn judge(checks: Vec<ThresholdCheck>, blockers: &mut Vec<Blocker>) {
     for c in checks {
         if !c.passes() {
@@ -1001,6 +1102,33 @@ fn gate3(
     }
 }
 
+/// Gates 1–3 on opened sources, each measured for its wall time and peak RSS.
+fn run_gates(
+    opts: &VerifyOptions,
+    s: &Sources,
+    params: &llama_runtime::ContextParams,
+    thresholds: &Thresholds,
+    costs: &mut Vec<resources::GateCost>,
+    f: &mut Findings,
+) -> Result<(Gate1, Gate2, Option<gate3::Gate3Report>)> {
+    // A file of another architecture than the HF folder: nothing can be compared (Gate 2
+    // names the mismatch as the one blocker, instead of hundreds of Gate 1 differences).
+    crate::progress::report("gate 1", 0, 0);
+    let g1 = resources::measure(1, costs, || -> Result<Gate1> {
+        if s.arch_mismatch.is_none() {
+            gate1(opts, s, f)
+        } else {
+            Ok(Gate1::default())
+        }
+    })?;
+    crate::interrupt::check()?;
+    crate::progress::report("gate 2", 0, 0);
+    let g2 = resources::measure(2, costs, || gate2(opts, s, &g1, params, thresholds, f))?;
+    crate::interrupt::check()?;
+    let g3 = resources::measure(3, costs, || gate3(opts, params, &g2, f))?;
+    Ok((g1, g2, g3))
+}
+
 /// Runs all gates. Errors only for unusable inputs (the caller prints them, exit 2); every
 /// measured failure is a blocker in the report instead.
 pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
@@ -1011,29 +1139,18 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
     };
     let thresholds_sha256 =
         crate::hash::sha256_bytes(serde_json::to_string(&thresholds)?.as_bytes());
+    // A missing or non-regular GGUF is an input error (exit 2); one ggml refuses is NO-GO.
+    crate::paths::ensure_regular_file(&opts.gguf)?;
     check_memory(&opts.gguf)?;
     let mut costs = Vec::new();
     let mut inputs = vec![input_hash(&opts.gguf)?];
-    let s = open_sources(opts, &mut f)?;
+    let opened = open_sources(opts, &mut f)?;
     inputs.extend(hash_hf_inputs(opts)?);
-    // A file of another architecture than the HF folder: nothing can be compared (Gate 2
-    // names the mismatch as the one blocker, instead of hundreds of Gate 1 differences).
-    let g1 = resources::measure(1, &mut costs, || -> Result<Gate1> {
-        if s.arch_mismatch.is_none() {
-            gate1(opts, &s, &mut f)
-        } else {
-            Ok(Gate1 {
-                report: gate1::Gate1Report::default(),
-                affine: None,
-                source_inconsistent: false,
-            })
-        }
-    })?;
     let params = llama_runtime::ContextParams::embeddings(512, opts.threads);
-    let g2 = resources::measure(2, &mut costs, || {
-        gate2(opts, &s, &g1, &params, &thresholds, &mut f)
-    })?;
-    let g3 = resources::measure(3, &mut costs, || gate3(opts, &params, &g2, &mut f))?;
+    let (g1, g2, g3) = match opened {
+        Some(s) => run_gates(opts, &s, &params, &thresholds, &mut costs, &mut f)?,
+        None => (Gate1::default(), Gate2::default(), None),
+    };
     Ok(VerifyReport {
         verdict: Verdict::from_blockers(&f.blockers),
         blockers: f.blockers,

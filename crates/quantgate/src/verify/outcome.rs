@@ -47,6 +47,10 @@ impl std::fmt::Display for Verdict {
 pub enum BlockerCode {
     /// Set-up: a protocol does not declare a threshold.
     ThresholdUndeclared,
+    /// Gate 1: ggml's GGUF reader (or quantgate's, which reads the stored metadata bytes)
+    /// refuses the file: a duplicated key, a header cut short, misplaced tensor data, a bad
+    /// `general.alignment`, … (the reader's own error line in the detail).
+    GgufRefused,
     /// Gate 1: a config.json field quantgate cannot account for, or a value llama.cpp does
     /// not run the same way (`convert::fields`).
     ConfigField,
@@ -119,6 +123,9 @@ pub enum BlockerCode {
     /// Gate 3 (release): llama.cpp's outputs re-measured on the released copy differ from the
     /// verified file's, or it cannot run the copy.
     ReleaseRemeasure,
+    /// Gate 3 (release --check): report.json disagrees with itself (a thresholds hash, or a
+    /// verdict its own figures do not give).
+    ReleaseReport,
     /// Gate 3 (release --check): the release report records a NO-GO of gates 1–2.
     ReleaseGates12,
 }

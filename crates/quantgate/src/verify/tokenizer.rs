@@ -275,7 +275,9 @@ pub fn check(
             None => gated.push(text),
         }
     }
-    for text in gated {
+    let n = gated.len();
+    for (i, text) in gated.into_iter().enumerate() {
+        crate::progress::report("gate 2 token ids", i, n);
         let want = hf.encode(text, true).map_err(|e| anyhow::anyhow!("{e}"))?;
         for r in modes.iter_mut() {
             let got = model

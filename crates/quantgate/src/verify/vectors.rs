@@ -167,6 +167,17 @@ pub fn check(
         .iter()
         .map(|t| hf.encode(t, true))
         .collect::<Result<Vec<_>, _>>()?;
+    // Longer than the context, llama.cpp cannot embed it and the reference indexes past its
+    // position table: an input error naming the text, never a backtrace.
+    let limit = params.n_ctx as usize;
+    if let Some((t, ids)) = all.iter().zip(&hf_ids).find(|(_, ids)| ids.len() > limit) {
+        let cut: String = t.chars().take(60).collect();
+        anyhow::bail!(
+            "text {cut:?}…: {} tokens with special tokens, more than the {limit}-token context the vectors are compared at; split it into shorter texts",
+            ids.len()
+        );
+    }
+    crate::progress::report("gate 2 vectors: reference", 0, all.len());
     let refs = reference.embed_many(&hf_ids.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
     let mut refs = refs.into_iter();
     let mut embed_both = |t: &str| -> Result<(Vec<f32>, Vec<f32>, f64)> {
@@ -182,7 +193,8 @@ pub fn check(
     let mut vecs = Vec::new();
     let mut bad = Vec::new();
     let mut per_text = Vec::with_capacity(all.len());
-    for t in &all {
+    for (i, t) in all.iter().enumerate() {
+        crate::progress::report("gate 2 vectors: llama.cpp", i, all.len());
         let (l, r, dt) = embed_both(t)?;
         let what = format!("embedding of {t:?}");
         bad.extend(non_finite("llama.cpp", &what, &l));
