@@ -413,11 +413,12 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         .iter()
         .map(|(_, t)| t.ne.iter().product::<u64>())
         .sum();
+    // Fields and tensors first: an error then names the config field, not the GGUF key.
+    consistency::check(&hf, arch, &planned)?;
+    vocab_fits_embedding(&hf, &vocab, &planned)?;
     for (k, v) in metadata(&hf, arch, ft, pooling, &vocab, total_params)? {
         w.add_kv(k, v);
     }
-    consistency::check(&hf, arch, &planned)?;
-    vocab_fits_embedding(&hf, &vocab, &planned)?;
     if opts.allow_nonfinite {
         let found = nonfinite_sources(&hf, &planned)?;
         let total: u64 = found.iter().map(|(_, n)| *n as u64).sum();
