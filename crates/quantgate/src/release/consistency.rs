@@ -80,9 +80,20 @@ fn known_files_only(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Block
     Ok(())
 }
 
-/// Each shipped source file whose hash a verify report recorded (its inputs, by relative path)
-/// must still have that hash.
+/// Each shipped source file whose hash a verify report recorded (its inputs, by path relative
+/// to the HF folder) must still have that hash; an HF input recorded without that path is
+/// itself a blocker (deleting it would hide a change).
 fn recorded_hashes(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Blocker>) -> Result<()> {
+    for f in &report.files {
+        if f.verify.inputs.iter().skip(1).any(|i| i.source_file.is_none()) {
+            blockers.push(Blocker::new(
+                3,
+                BlockerCode::ReleaseReport,
+                &format!("{REPORT_JSON}: {}", f.name),
+                "an HF input is recorded without its source_file".into(),
+            ));
+        }
+    }
     for rel in &report.source_files {
         let p = dir.join(rel);
         if !p.is_file() {
@@ -91,7 +102,7 @@ fn recorded_hashes(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Blocke
         let mut shipped = None;
         for f in &report.files {
             for i in f.verify.inputs.iter().skip(1) {
-                if i.path != *rel && !i.path.ends_with(&format!("/{rel}")) {
+                if i.source_file.as_deref() != Some(rel.as_str()) {
                     continue;
                 }
                 let have = match &shipped {

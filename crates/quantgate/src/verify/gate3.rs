@@ -56,6 +56,7 @@ fn manifest(dir: &Path) -> Result<(Vec<std::path::PathBuf>, Vec<InputHash>)> {
             Ok(InputHash {
                 path: f.display().to_string(),
                 sha256: sha256_file(f)?,
+                source_file: None,
             })
         })
         .collect::<Result<Vec<_>>>()?;

@@ -175,6 +175,10 @@ pub struct VerifyOptions {
 pub struct InputHash {
     pub path: String,
     pub sha256: String,
+    /// For a file of the HF folder: its path relative to the folder (`1_Pooling/config.json`),
+    /// which `release --check` holds the shipped copy's hash against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_file: Option<String>,
 }
 
 /// The full verification result.
@@ -271,13 +275,20 @@ fn input_hash(p: &Path) -> Result<InputHash> {
     Ok(InputHash {
         path: p.display().to_string(),
         sha256: sha256_file(p)?,
+        source_file: None,
     })
 }
 
 /// The HF folder's inputs with their sha256 (after [`HfDir::open`] checked them), hashed
 /// before anything is measured.
 fn hash_hf_inputs(opts: &VerifyOptions) -> Result<Vec<InputHash>> {
-    let entry = input_hash;
+    let entry = |p: &Path| -> Result<InputHash> {
+        let rel = p.strip_prefix(&opts.hf_dir).unwrap_or(p);
+        Ok(InputHash {
+            source_file: Some(rel.to_string_lossy().into_owned()),
+            ..input_hash(p)?
+        })
+    };
     let mut inputs = Vec::new();
     // Every source file a release may ship (so `release --check` can hold each shipped copy
     // against the hash verify recorded), and the SentencePiece model.
