@@ -7,7 +7,7 @@ the real one (hidden 8, 2 heads, 1 layer), and a model.safetensors written here 
 is dominated by loading the tokenizer.
 
 Seeds: `corpus/hf_safetensors/` gets that file's header JSON; `corpus/hf_config/` gets its config,
-MiniLM's real config.json, and the real configs under ../shared/fixtures/hf/.
+MiniLM's real config.json, and the real configs under testdata/hf/.
 
 Usage: python3 fuzz/make_hf_seeds.py [MINILM_DIR]   (default .cache/hf/all-MiniLM-L6-v2)
 """
@@ -91,6 +91,6 @@ def seed(path, name):
 
 seed(os.path.join(base, "config.json"), "tiny-bert")
 seed(os.path.join(src, "config.json"), "all-MiniLM-L6-v2")
-for p in glob.glob(os.path.join(repo, "..", "shared", "fixtures", "hf", "*", "config.json")):
+for p in glob.glob(os.path.join(repo, "testdata", "hf", "*", "config.json")):
     seed(p, os.path.basename(os.path.dirname(p)))
 print(f"base folder {base}; seeds in {os.path.join(here, 'corpus')}")

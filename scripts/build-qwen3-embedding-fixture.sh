@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the seed A scenario folder, .cache/hf/Qwen3-Embedding-0.6B-2L-seeded (ignored):
 # Qwen3-Embedding-0.6B's real config, tokenizer and sentence-transformers files
-# (../shared/fixtures/hf/Qwen3-Embedding-0.6B: last-token pooling, `<|endoftext|>` appended by
+# (testdata/hf/Qwen3-Embedding-0.6B: last-token pooling, `<|endoftext|>` appended by
 # tokenizer.json's TemplateProcessing), shrunk to 2 layers, with deterministic SEEDED weights
 # (scripts/seeded_qwen3.py, seed 20261202). These are not the model's weights: none are
 # reachable offline. Only num_hidden_layers and max_window_layers change in config.json.
@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=.cache/hf/Qwen3-Embedding-0.6B-2L-seeded
 venv=.cache/venv
-src=../shared/fixtures/hf/Qwen3-Embedding-0.6B
+src=testdata/hf/Qwen3-Embedding-0.6B
 [ -f "$out/.complete" ] && exit 0
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check "numpy==2.2.6"
@@ -35,7 +35,7 @@ library_name: sentence-transformers
 # Qwen3-Embedding-0.6B, 2 layers, seeded weights (quantgate test fixture)
 
 Config, tokenizer and sentence-transformers files: Qwen/Qwen3-Embedding-0.6B (see
-../shared/fixtures/hf/PROVENANCE.md), with num_hidden_layers 2. The weights are random (seed
+testdata/hf/PROVENANCE.md), with num_hidden_layers 2. The weights are random (seed
 20261202, scripts/seeded_qwen3.py), not the model's.
 MD
 touch "$out.tmp/.complete"

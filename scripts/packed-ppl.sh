@@ -12,7 +12,7 @@ out=out/packed-ppl
 mkdir -p "$out"
 export QUANTGATE_CPU_VARIANT=${QUANTGATE_CPU_VARIANT:-haswell}
 ppl() { # gguf reference-dir log → "llama.cpp reference" (the PPLs of the side-by-side table)
-  "$qg" eval ppl "$1" -f ../shared/data/wiki.test.raw -c 512 --chunks 4 -t 2 --reference "$2" \
+  "$qg" eval ppl "$1" -f testdata/data/wiki.test.raw -c 512 --chunks 4 -t 2 --reference "$2" \
     > "$3"
   awk -F'|' '/^\| llama.cpp \|/ {split($5, a, " "); l = a[1]}
              /^\| reference / {split($5, a, " "); r = a[1]} END {print l, r}' "$3"

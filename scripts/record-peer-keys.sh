@@ -13,7 +13,7 @@ run() { # name folder [--vocab-only]
 run SmolLM2-135M-Instruct .cache/hf/SmolLM2-135M-Instruct
 run SmolLM2-135M-Instruct-v5 .cache/hf/SmolLM2-135M-Instruct-v5
 run all-MiniLM-L6-v2 .cache/hf/all-MiniLM-L6-v2
-run Qwen2.5-0.5B-Instruct ../shared/fixtures/hf/Qwen2.5-0.5B-Instruct --vocab-only
+run Qwen2.5-0.5B-Instruct testdata/hf/Qwen2.5-0.5B-Instruct --vocab-only
 run Qwen2.5-0.5B-Instruct-v5 .cache/hf/Qwen2.5-0.5B-Instruct-v5 --vocab-only
 run Qwen2.5-Coder-0.5B-Instruct .cache/hf/Qwen2.5-Coder-0.5B-Instruct
 run gemma-3-270m .cache/hf/gemma-3-270m

@@ -206,13 +206,12 @@ fn real_weights_match_ggml() {
     let mut checked = 0;
     for file in files {
         let p = dir.join(file);
-        if !p.exists() {
-            eprintln!(
-                "skipping {}: not fetched (scripts/fetch-models.sh)",
-                p.display()
-            );
-            continue;
-        }
+        // The test command fetches both: a missing file is a failure, never a silent pass.
+        assert!(
+            p.exists(),
+            "{} is missing: run scripts/fetch-models.sh",
+            p.display()
+        );
         let g = Gguf::open(&p).unwrap();
         // A few tensors of every stored type: first and last blocks, attention and FFN.
         let mut per_type = std::collections::BTreeMap::<GgmlType, usize>::new();
@@ -248,6 +247,8 @@ fn real_weights_match_ggml() {
         }
     }
     eprintln!("checked {checked} real tensors");
+    // Three of each stored type of both files: Q4_K, Q6_K, Q4_1, F32 and more.
+    assert!(checked >= 12, "only {checked} real tensors checked");
 }
 
 /// The comparison can fail: one changed input value changes the bytes, for every type.

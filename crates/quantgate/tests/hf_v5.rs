@@ -198,7 +198,7 @@ fn metadata_key_sets_and_provenance_values_equal_llama_cpps_converter() {
     let tmp = tempfile::tempdir().unwrap();
     for (name, rec) in peer["keys"].as_object().unwrap() {
         let command = rec["command"].as_str().unwrap();
-        let dir = if command.starts_with("../shared") {
+        let dir = if command.starts_with("testdata/hf") {
             fixtures_hf().join(name)
         } else {
             hf(name)

@@ -259,6 +259,18 @@ fn decoder_configs_that_cannot_be_right_are_refused_naming_the_field() {
         let e = convert_error(&d);
         assert!(e.contains("config.json") && e.contains(want), "{what}: {e}");
     }
+    // verify holds the folder to the same rule: a file converted before the folder's
+    // tie_word_embeddings went missing is not GO against it.
+    let f16 = tmp.path().join("smol.gguf");
+    common::convert_to(&smollm2(), &f16, OutType::F16, false);
+    let r = common::verify_with(&tmp.path().join("c0"), &f16, None);
+    assert_eq!(r.verdict, Verdict::NoGo);
+    assert!(
+        r.blockers.iter().any(|b| b.code == BlockerCode::ConfigField
+            && b.detail.contains("tie_word_embeddings is absent")),
+        "{:?}",
+        codes(&r)
+    );
 }
 
 #[test]
@@ -382,5 +394,26 @@ fn a_text_longer_than_the_context_is_an_error_naming_it_and_progress_is_shown() 
     assert!(
         err.contains("verify: gate 1") && err.contains("verify: gate 2"),
         "{err}"
+    );
+}
+
+#[test]
+fn nan_in_gptq_scales_is_refused_without_allow_nonfinite() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("gptq");
+    common::copy_hf(&common::hf("SmolLM2-135M-Instruct-gptq-4-g128-sym"), &d);
+    let scales = "model.layers.0.self_attn.q_proj.scales";
+    common::rewrite_safetensors(
+        &d,
+        |_| {},
+        |h, data| {
+            let at = common::data_start(h, scales) + 2 * 7;
+            data[at..at + 2].copy_from_slice(&0x7e00u16.to_le_bytes());
+        },
+    );
+    let e = convert_error(&d);
+    assert!(
+        e.contains(scales) && e.contains("1 non-finite source values"),
+        "{e}"
     );
 }

@@ -119,8 +119,7 @@ mod tests {
 
     #[test]
     fn reads_sentence_transformers_pooling_configs() {
-        let dir =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/hf");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/hf");
         assert_eq!(
             Pooling::from_sentence_transformers(&dir.join("bge-small-en-v1.5")).unwrap(),
             Some(Pooling::Cls)

@@ -268,7 +268,7 @@ fn describe(layers: &BTreeSet<u64>) -> String {
 fn untied_without_output(
     config: &Value,
     a: Arch,
-    planned: &[(usize, PlannedTensor)],
+    has: &dyn Fn(&str) -> bool,
     problems: &mut Vec<String>,
 ) {
     let tied = match raw(config, "tie_word_embeddings") {
@@ -281,7 +281,7 @@ fn untied_without_output(
         }
         None => tied_by_default(a),
     };
-    if a != Arch::Bert && !tied && ne_of(planned, "output.weight").is_none() {
+    if a != Arch::Bert && !tied && !has("output.weight") {
         let why = if raw(config, "tie_word_embeddings").is_some() {
             "= false"
         } else {
@@ -330,7 +330,7 @@ fn biases_as_declared(
     config: &Value,
     a: Arch,
     n_layer: u64,
-    planned: &[(usize, PlannedTensor)],
+    has: &dyn Fn(&str) -> bool,
     problems: &mut Vec<String>,
 ) {
     for (field, names) in declared_biases(a) {
@@ -345,7 +345,7 @@ fn biases_as_declared(
         for l in 0..n_layer {
             for n in names.iter() {
                 let name = format!("blk.{l}.{n}");
-                let present = ne_of(planned, &name).is_some();
+                let present = has(&name);
                 if present != declared {
                     problems.push(if declared {
                         format!("config.json: field {field} = true, but tensor {name} is missing from the checkpoint")
@@ -359,6 +359,20 @@ fn biases_as_declared(
     }
 }
 
+/// The tensors config.json declares by flags, against the GGUF names the checkpoint maps to:
+/// an untied decoder's output matrix, and the biases `attention_bias`/`mlp_bias` declare.
+/// `verify` runs this on the HF folder's tensors too, so a file made from a folder that
+/// disagrees with itself is never GO. Each problem names config.json and the field.
+pub fn declared_tensors(config: &Value, a: Arch, gguf_names: &[&str]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let has = |n: &str| gguf_names.contains(&n);
+    untied_without_output(config, a, &has, &mut problems);
+    if let Some(n) = raw(config, "num_hidden_layers").and_then(Value::as_u64) {
+        biases_as_declared(config, a, n.min(u32::MAX as u64), &has, &mut problems);
+    }
+    problems
+}
+
 /// Checks config.json of `hf` against the planned tensors.
 ///
 /// Errors: every problem found, each naming config.json and the field or the tensor.
@@ -366,10 +380,8 @@ pub fn check(hf: &HfDir, a: Arch, planned: &[(usize, PlannedTensor)]) -> Result<
     let (values, mut problems) = read_fields(&hf.config, a);
     if !planned.is_empty() {
         check_shapes(a, &values, planned, &mut problems);
-        untied_without_output(&hf.config, a, planned, &mut problems);
-        if let Some(&n) = values.get("num_hidden_layers") {
-            biases_as_declared(&hf.config, a, n, planned, &mut problems);
-        }
+        let names: Vec<&str> = planned.iter().map(|(_, p)| p.gguf_name.as_str()).collect();
+        problems.extend(declared_tensors(&hf.config, a, &names));
     }
     if problems.is_empty() {
         return Ok(());

@@ -85,7 +85,12 @@ fn known_files_only(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Block
 /// itself a blocker (deleting it would hide a change).
 fn recorded_hashes(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Blocker>) -> Result<()> {
     for f in &report.files {
-        if f.verify.inputs.iter().skip(1).any(|i| i.source_file.is_none()) {
+        if f.verify
+            .inputs
+            .iter()
+            .skip(1)
+            .any(|i| i.source_file.is_none())
+        {
             blockers.push(Blocker::new(
                 3,
                 BlockerCode::ReleaseReport,

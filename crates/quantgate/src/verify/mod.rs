@@ -555,6 +555,13 @@ fn gate1(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result<Gate1> {
             "vocab-only file: tensors and vectors are not measured; Gate 1 covers metadata only"
                 .into(),
         );
+    } else {
+        let names = gate1::expected_order(&s.hf, s.arch)?;
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        for p in convert::consistency::declared_tensors(&s.hf.config, s.arch, &names) {
+            f.blockers
+                .push(Blocker::new(1, BlockerCode::ConfigField, "config.json", p));
+        }
     }
     let mut g1 = gate1::Gate1Report::default();
     let (ft, order) = expected_file_type(s, f)?;

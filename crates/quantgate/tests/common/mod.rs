@@ -1,5 +1,5 @@
 //! Shared by the integration tests: the repository root, the real inputs (fetched or built by
-//! `scripts/`, pinned in `../shared`), the binary, and the convert/verify calls the tests make
+//! `scripts/`, or carried in `testdata/`), the binary, and the convert/verify calls the tests make
 //! again and again. Each test binary uses a part of it.
 #![allow(dead_code)]
 
@@ -14,26 +14,22 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A file of the protocol's pinned data in `../shared/data` (beside the repository; read-only
-/// in CI). Panics with a clear message when the folder is absent.
-pub fn shared_data(name: &str) -> PathBuf {
-    let p = repo().join("../shared/data").join(name);
-    assert!(
-        p.exists(),
-        "{} is absent: the tests read the pinned data from the shared/ folder next to the repository",
-        p.display()
-    );
+/// A file of the protocol's pinned data in `testdata/data` (carried by the repository; see
+/// testdata/PROVENANCE.md).
+pub fn testdata(name: &str) -> PathBuf {
+    let p = repo().join("testdata/data").join(name);
+    assert!(p.exists(), "{} is absent from the repository", p.display());
     p
 }
 
 /// `wiki.test.raw`, the pinned text of PPL and KLD.
 pub fn wiki() -> PathBuf {
-    shared_data("wiki.test.raw")
+    testdata("wiki.test.raw")
 }
 
-/// Real config/tokenizer folders of `../shared/fixtures/hf` (see its PROVENANCE.md).
+/// Real config/tokenizer folders of `testdata/hf` (see its PROVENANCE.md).
 pub fn fixtures_hf() -> PathBuf {
-    let p = repo().join("../shared/fixtures/hf");
+    let p = repo().join("testdata/hf");
     assert!(p.exists(), "{} is absent", p.display());
     p
 }
@@ -352,7 +348,7 @@ pub fn verify_cli_go(hf: &Path, gguf: &Path, report: &Path) -> serde_json::Value
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.status.success() && stdout.trim_end().ends_with("GO"),
+        out.status.success() && stdout.lines().last() == Some("GO"),
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
