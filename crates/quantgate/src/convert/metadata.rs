@@ -122,18 +122,25 @@ pub fn metadata(
     // vocabulary (its rule for small granite models, which SmolLM2 shares).
     let no_bos = arch == Arch::Llama && hf.config_u64("vocab_size") == Some(49152);
     kv.extend(tokenizer_metadata(vocab, arch, no_bos));
-    // The backstop of every field check: no key is written as an f32 that is not finite
-    // (1e300 or 1e39 become inf as f32; llama.cpp would then run a degenerate model).
-    if let Some((k, v)) = kv
+    finite_f32_keys(hf, &kv)?;
+    Ok(kv)
+}
+
+/// The backstop of every field check: no key is written as an f32 that is not finite (1e300
+/// or 1e39 become inf as f32; llama.cpp would then run a degenerate model).
+///
+/// Errors: the first such key, naming config.json and the GGUF key.
+fn finite_f32_keys(hf: &HfDir, kv: &[(String, Value)]) -> Result<()> {
+    match kv
         .iter()
         .find(|(_, v)| matches!(v, Value::F32(x) if !x.is_finite()))
     {
-        bail!(
+        Some((k, v)) => bail!(
             "{}: config.json: the value for GGUF key {k} is {v} as f32: not finite (the config field does not fit an f32)",
             hf.dir.display()
-        );
+        ),
+        None => Ok(()),
     }
-    Ok(kv)
 }
 
 /// `{arch}.attention.key_length` (and value_length): config.json's `head_dim`; for llama also

@@ -114,14 +114,27 @@ fn affine_data<'a>(
         } else {
             let d = mlx::decode(hf_ref, &at, permute)?;
             let x = mlx::named_formula(&d.codes, &d.scales, &d.biases, at.inn, g);
-            let (buf, err) = mlx::encode_fallback(ty, &x, &name)?;
-            if ty != GgmlType::F32 {
-                fe.borrow_mut().push(err);
-            }
-            buf
+            fallback_bytes(ty, &x, &name, &fe)?
         };
         out.write_all(&buf)
     }))
+}
+
+/// A module's named-formula values `x` stored as the declared fallback `ty`; the encoding
+/// error of a lossy fallback is recorded in `fe` for the report (F32 is exact: none).
+///
+/// Errors: the encoder refuses `ty`.
+fn fallback_bytes(
+    ty: GgmlType,
+    x: &[f32],
+    name: &str,
+    fe: &RefCell<Vec<mlx::FallbackError>>,
+) -> std::io::Result<Vec<u8>> {
+    let (buf, err) = mlx::encode_fallback(ty, x, name)?;
+    if ty != GgmlType::F32 {
+        fe.borrow_mut().push(err);
+    }
+    Ok(buf)
 }
 
 /// The deferred bytes of a GPTQ / AWQ / compressed-tensors module: encoded exactly, or the
@@ -148,11 +161,7 @@ fn packed_data<'a>(
             packed::encode_exact(ty, &d, m.inn, &order)
         } else {
             let x = packed::named_formula(&d, m.inn, &order);
-            let (buf, err) = mlx::encode_fallback(ty, &x, &name)?;
-            if ty != GgmlType::F32 {
-                fe.borrow_mut().push(err);
-            }
-            buf
+            fallback_bytes(ty, &x, &name, &fe)?
         };
         out.write_all(&buf)
     }))
