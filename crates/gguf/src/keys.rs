@@ -146,3 +146,19 @@ mod tests {
         assert_eq!(tokenizer::add_token("eos"), "tokenizer.ggml.add_eos_token");
     }
 }
+
+/// GGUF token types, the values of `tokenizer.ggml.token_type` (llama.h `llama_token_type`).
+pub mod token_type {
+    /// An ordinary vocabulary entry.
+    pub const NORMAL: i32 = 1;
+    /// The unknown token.
+    pub const UNKNOWN: i32 = 2;
+    /// A control token (BOS, EOS, …): never produced from text unless parse_special.
+    pub const CONTROL: i32 = 3;
+    /// An added token matched before the model's own splitting.
+    pub const USER_DEFINED: i32 = 4;
+    /// A placeholder that is never produced.
+    pub const UNUSED: i32 = 5;
+    /// A byte-fallback token (`<0xAB>`).
+    pub const BYTE: i32 = 6;
+}

@@ -217,9 +217,8 @@ impl<'m> Context<'m> {
         // SAFETY: valid context after a successful eval; the pointer has n_embd floats.
         let p = unsafe { sys::llama_get_embeddings_seq(self.ptr.as_ptr(), 0) };
         if p.is_null() {
-            return Err(RuntimeError::Eval {
-                call: "llama_get_embeddings_seq",
-                detail: format!("no pooled embedding (pooling type {})", self.pooling_type()),
+            return Err(RuntimeError::NoPooledEmbedding {
+                pooling_type: self.pooling_type(),
             });
         }
         // SAFETY: see above.

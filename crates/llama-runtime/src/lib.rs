@@ -66,6 +66,13 @@ pub enum RuntimeError {
         /// What was asked and what was found (the variants built).
         detail: String,
     },
+    /// `llama_get_embeddings_seq` found no pooled embedding: the context's pooling type (from
+    /// the file's `{arch}.pooling_type`, or none) gives no pooled vector for this model.
+    #[error("llama.cpp llama_get_embeddings_seq failed: no pooled embedding (pooling type {pooling_type})")]
+    NoPooledEmbedding {
+        /// `llama_pooling_type` of the context (llama.h `LLAMA_POOLING_TYPE_*`).
+        pooling_type: i32,
+    },
     /// A llama.cpp call failed: context creation, evaluation or `llama_model_quantize`.
     #[error("llama.cpp {call} failed: {detail}")]
     Eval {

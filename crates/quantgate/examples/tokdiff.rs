@@ -4,7 +4,7 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let dir = std::path::Path::new(&args[1]);
     let gguf = std::path::Path::new(&args[2]);
-    let tok = quantgate::convert::tokenizer::load(dir)?;
+    let tok = quantgate::source::tokenizer::load(dir)?;
     let model = llama_runtime::Model::load(gguf, true)?;
     let mut texts: Vec<String> = quantgate::verify::corpus::TOKENIZER_CORPUS
         .iter()
@@ -24,7 +24,8 @@ fn main() -> anyhow::Result<()> {
     for t in &texts {
         if let Some(why) = quantgate::verify::tokenizer::known_divergence(&tok.json, t) {
             println!(
-                "limitation ({why}): {:?}",
+                "limitation ({}): {:?}",
+                why.why(),
                 t.chars().take(80).collect::<String>()
             );
             continue;

@@ -10,6 +10,7 @@ use anyhow::{ensure, Result};
 use crate::convert::{self, ConvertOptions, ConvertReport, OutType};
 use crate::quantize::QuantizeReport;
 use crate::release::{self, ReleaseOptions, ReleaseRun};
+use crate::threads::Threads;
 
 /// The HF folder of the default model, relative to the repository root.
 pub const MINILM_DIR: &str = ".cache/hf/all-MiniLM-L6-v2";
@@ -85,7 +86,7 @@ pub fn run(out: &Path, on_step: &mut dyn FnMut(&str)) -> Result<DemoRun> {
     for t in FTYPES {
         on_step(&format!("quantize {t}"));
         let q = out.join(format!("all-MiniLM-L6-v2-{t}.gguf"));
-        let r = crate::quantize::quantize(&f16, &q, t, 2)?;
+        let r = crate::quantize::quantize(&f16, &q, t, Threads::DEFAULT)?;
         quantized.push((q, r));
     }
     let dir = out.join("release");
@@ -100,7 +101,7 @@ pub fn run(out: &Path, on_step: &mut dyn FnMut(&str)) -> Result<DemoRun> {
             protocol: None,
             ppl_text: None,
             base_model: Some(BASE_MODEL.into()),
-            threads: 2,
+            threads: Threads::DEFAULT,
         },
         on_step,
     )?;

@@ -31,6 +31,8 @@ pub mod release;
 #[cfg(feature = "runtime")]
 pub mod selftest;
 pub mod serde_nan;
+pub mod source;
 pub mod stats;
+pub mod threads;
 #[cfg(feature = "runtime")]
 pub mod verify;

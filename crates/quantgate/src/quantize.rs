@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::threads::Threads;
 use anyhow::{anyhow, bail, Context, Result};
 use gguf::{GgmlType, Gguf, LlamaFtype};
 use serde::Serialize;
@@ -99,7 +100,12 @@ fn tensors_and_fallbacks(g: &Gguf, base: GgmlType) -> (Vec<QuantizedTensor>, Vec
 /// Errors: an unknown type, an unreadable or non-regular input, an output that is an input,
 /// llama.cpp's refusal (with its log lines and the path), a disk error naming the path, or an
 /// interruption.
-pub fn quantize(input: &Path, output: &Path, ftype: &str, threads: i32) -> Result<QuantizeReport> {
+pub fn quantize(
+    input: &Path,
+    output: &Path,
+    ftype: &str,
+    threads: Threads,
+) -> Result<QuantizeReport> {
     let LlamaFtype { name, id, base, .. } = target(ftype)?;
     crate::paths::ensure_regular_file(input)?;
     // Validate the input with our reader first: a clear error beats llama.cpp's log.
@@ -134,12 +140,12 @@ pub fn quantize(input: &Path, output: &Path, ftype: &str, threads: i32) -> Resul
         .with_context(|| format!("{}: cannot create a temp file", dir.display()))?;
     crate::interrupt::check()?;
     let t0 = std::time::Instant::now();
-    llama_runtime::quantize_model(input, tmp.path(), id, threads).map_err(|e| {
-        match disk_hint(dir) {
+    llama_runtime::quantize_model(input, tmp.path(), id, threads.get()).map_err(
+        |e| match disk_hint(dir) {
             Some(h) => anyhow::Error::from(e).context(h),
             None => e.into(),
-        }
-    })?;
+        },
+    )?;
     let seconds = t0.elapsed().as_secs_f64();
     crate::interrupt::check()?;
     let g = Gguf::open(tmp.path())?;

@@ -13,6 +13,7 @@ use anyhow::{Context, Result};
 use gguf::{GgmlType, Gguf, GgufWriter, TensorData, TensorEntry, Value};
 use serde::Serialize;
 
+use crate::threads::Threads;
 use crate::verify::{self, BlockerCode, Verdict, VerifyOptions};
 
 /// One change to the unmutated file.
@@ -555,7 +556,7 @@ fn build_raw(g: &Gguf, e: RawEdit, dst: &Path) -> Result<()> {
     Ok(())
 }
 
-fn verify_one(hf: &Path, gguf: &Path, threads: i32) -> Result<verify::VerifyReport> {
+fn verify_one(hf: &Path, gguf: &Path, threads: Threads) -> Result<verify::VerifyReport> {
     verify::verify(&VerifyOptions {
         hf_dir: hf.to_path_buf(),
         gguf: gguf.to_path_buf(),
@@ -575,7 +576,7 @@ fn verify_one(hf: &Path, gguf: &Path, threads: i32) -> Result<verify::VerifyRepo
 pub fn run(
     hf: &Path,
     gguf: &Path,
-    threads: i32,
+    threads: Threads,
     mut progress: impl FnMut(usize, usize, &str),
 ) -> Result<SelftestReport> {
     let g = Gguf::open(gguf)?;

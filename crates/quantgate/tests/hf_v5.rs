@@ -294,16 +294,16 @@ fn all_folders() -> Vec<std::path::PathBuf> {
     v
 }
 
-/// The tokenizer keys verify derives through the `tokenizers` runtime, not `convert::vocab`.
+/// The tokenizer keys verify derives through the `tokenizers` runtime, not `source::vocab`.
 fn independent_tokenizer_keys(dir: &Path) -> BTreeMap<String, Value> {
-    use quantgate::verify::expected_vocab::tokenizer_keys;
+    use quantgate::verify::gate1::expected_vocab::tokenizer_keys;
     let tj = dir.join("tokenizer.json");
     // Qwen2.5's v4 folder ships vocab.json + merges.txt; the converter's loader builds the
     // tokenizers instance the independent reading then runs.
     let tok = if tj.exists() {
         tokenizers::Tokenizer::from_file(&tj).unwrap()
     } else {
-        let loaded = quantgate::convert::tokenizer::load(dir).unwrap();
+        let loaded = quantgate::source::tokenizer::load(dir).unwrap();
         loaded.tokenizer.inner().clone()
     };
     let read = |n: &str| {

@@ -27,7 +27,7 @@ fn relative_difference_at(name: &str, n_ctx: usize, chunks: usize) -> f64 {
         &PplParams {
             n_ctx: n_ctx as u32,
             chunks: Some(chunks),
-            threads: 2,
+            threads: quantgate::threads::Threads::DEFAULT,
             n_ubatch: 512,
         },
         |_, _, _| {},

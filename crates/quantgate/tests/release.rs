@@ -49,7 +49,7 @@ fn covered(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 fn card_front_matter(dir: &Path) -> yaml_rust2::Yaml {
     let card = std::fs::read_to_string(dir.join("README.md")).unwrap();
-    let front = quantgate::convert::card::front_matter(&card).expect("front matter");
+    let front = quantgate::source::card::front_matter(&card).expect("front matter");
     YamlLoader::load_from_str(front).unwrap().remove(0)
 }
 

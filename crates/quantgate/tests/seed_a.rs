@@ -67,8 +67,8 @@ fn seed_a_converts_and_verifies_go_in_the_common_mode() {
     // reference's on HF's ids.
     let model = Model::load(&f16, false).unwrap();
     let mut ctx = Context::new(&model, ContextParams::embeddings(512, 2)).unwrap();
-    let reference = RefModel::load(&seed_a(), "qwen3").unwrap();
-    let tok = quantgate::convert::tokenizer::load(&seed_a()).unwrap();
+    let reference = RefModel::load(&seed_a(), quantgate::source::arch::Arch::Qwen3).unwrap();
+    let tok = quantgate::source::tokenizer::load(&seed_a()).unwrap();
     for text in [
         "What is the capital of France?",
         "Paris is the capital of France.",

@@ -429,7 +429,13 @@ fn selftest_catches_every_mutant_of_minilm_f16_and_passes_the_original() {
     let tmp = tempfile::tempdir().unwrap();
     let good = tmp.path().join("f16.gguf");
     common::convert_to(&minilm(), &good, OutType::F16, false);
-    let r = quantgate::selftest::run(&minilm(), &good, 2, |_, _, _| {}).unwrap();
+    let r = quantgate::selftest::run(
+        &minilm(),
+        &good,
+        quantgate::threads::Threads::DEFAULT,
+        |_, _, _| {},
+    )
+    .unwrap();
     assert_eq!(r.baseline, Verdict::Go, "{:?}", r.baseline_blockers);
     let missed: Vec<_> = r.mutants.iter().filter(|m| !m.caught).collect();
     assert!(missed.is_empty(), "{missed:?}");
@@ -504,7 +510,8 @@ fn quantize_output_has_the_mode_of_every_other_output() {
     let f16 = tmp.path().join("f16.gguf");
     common::convert_to(&minilm(), &f16, OutType::F16, false);
     let q = tmp.path().join("q8.gguf");
-    let r = quantgate::quantize::quantize(&f16, &q, "Q8_0", 2).unwrap();
+    let r = quantgate::quantize::quantize(&f16, &q, "Q8_0", quantgate::threads::Threads::DEFAULT)
+        .unwrap();
     assert!(r.gate1.pass);
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     // tempfile creates 0600; outputs are 0644 like convert's.

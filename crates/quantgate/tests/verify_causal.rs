@@ -6,7 +6,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use quantgate::convert::{self, OutType};
+use quantgate::convert::OutType;
 use quantgate::verify::{self, BlockerCode, Verdict, VerifyOptions};
 
 #[test]
@@ -33,7 +33,7 @@ fn smollm2_fixture_to_f16_verifies_go_with_logits() {
         protocol: None,
         release: None,
         ppl_text: None,
-        threads: 2,
+        threads: quantgate::threads::Threads::DEFAULT,
         work_dir: None,
     })
     .unwrap();
@@ -51,7 +51,7 @@ fn smollm2_fixture_to_f16_verifies_go_with_logits() {
     for (k, v) in &g.header.metadata {
         w.add_kv(k.clone(), v.clone());
     }
-    let src = convert::hf::HfDir::open(&hf, true).unwrap();
+    let src = quantgate::source::hf::HfDir::open(&hf, true).unwrap();
     for t in &g.header.tensors {
         let data = if t.name == "blk.0.attn_q.weight" {
             // The HF (un-permuted) rows, encoded as F16.
@@ -82,7 +82,7 @@ fn smollm2_fixture_to_f16_verifies_go_with_logits() {
         protocol: None,
         release: None,
         ppl_text: None,
-        threads: 2,
+        threads: quantgate::threads::Threads::DEFAULT,
         work_dir: None,
     })
     .unwrap();
@@ -101,10 +101,13 @@ fn qk_permutation_moves_rotate_half_rows_to_adjacent_pairs() {
     // One head of 4 rows (hd = 4), 1 column: HF rows [a0, a1, b0, b1] (halves a, b) become
     // llama.cpp's [a0, b0, a1, b1].
     let x = [0.0f32, 1.0, 2.0, 3.0];
-    assert_eq!(convert::permute_qk(&x, 4, 1), vec![0.0, 2.0, 1.0, 3.0]);
+    assert_eq!(
+        quantgate::source::permute::permute_qk(&x, 4, 1),
+        vec![0.0, 2.0, 1.0, 3.0]
+    );
     // Two heads of 4 rows, 2 columns each: per head, and whole rows move.
     let x: Vec<f32> = (0..16).map(|v| v as f32).collect();
-    let p = convert::permute_qk(&x, 8, 2);
+    let p = quantgate::source::permute::permute_qk(&x, 8, 2);
     assert_eq!(
         p,
         vec![0., 1., 4., 5., 2., 3., 6., 7., 8., 9., 12., 13., 10., 11., 14., 15.]
@@ -118,7 +121,8 @@ fn quantize_q4_k_m_and_q8_0_load_in_llama_cpp_and_report_fallbacks() {
     let f16 = convert_f16(&hf, dir.path());
     for (ty, base) in [("Q4_K_M", "Q4_K"), ("Q8_0", "Q8_0")] {
         let out = dir.path().join(format!("{ty}.gguf"));
-        let r = quantgate::quantize::quantize(&f16, &out, ty, 2).unwrap();
+        let r = quantgate::quantize::quantize(&f16, &out, ty, quantgate::threads::Threads::DEFAULT)
+            .unwrap();
         assert_eq!(r.tensors.len(), 272);
         assert!(r.tensors.iter().any(|t| t.ggml_type == base), "{ty}");
         // Gate 1: every quantized tensor re-made by our reference quantizers, byte-identical.
@@ -176,11 +180,17 @@ fn quantize_q4_k_m_and_q8_0_load_in_llama_cpp_and_report_fallbacks() {
         &dir.path().join("nope.gguf"),
         &dir.path().join("x.gguf"),
         "Q8_0",
-        2,
+        quantgate::threads::Threads::DEFAULT,
     )
     .unwrap_err();
     assert!(e.to_string().contains("nope.gguf"), "{e}");
-    let e = quantgate::quantize::quantize(&f16, &dir.path().join("x.gguf"), "Q9_9", 2).unwrap_err();
+    let e = quantgate::quantize::quantize(
+        &f16,
+        &dir.path().join("x.gguf"),
+        "Q9_9",
+        quantgate::threads::Threads::DEFAULT,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("unknown type \"Q9_9\""), "{e}");
 }
 
@@ -191,11 +201,20 @@ fn kld_of_f16_against_itself_is_zero_and_q4_k_m_is_not() {
     let dir = tempfile::tempdir().unwrap();
     let f16 = convert_f16(&hf, dir.path());
     let q4 = dir.path().join("q4_k_m.gguf");
-    quantgate::quantize::quantize(&f16, &q4, "Q4_K_M", 2).unwrap();
+    quantgate::quantize::quantize(&f16, &q4, "Q4_K_M", quantgate::threads::Threads::DEFAULT)
+        .unwrap();
     let base = dir.path().join("f16.logits");
     let text = quantgate::eval::ppl::read_text(&wiki).unwrap();
-    let b =
-        quantgate::eval::kld::write_base(&f16, &text, 512, Some(2), 2, &base, |_, _| {}).unwrap();
+    let b = quantgate::eval::kld::write_base(
+        &f16,
+        &text,
+        512,
+        Some(2),
+        quantgate::threads::Threads::DEFAULT,
+        &base,
+        |_, _| {},
+    )
+    .unwrap();
     let n_vocab = b.n_vocab;
     assert_eq!((b.chunks, b.n_ctx, n_vocab), (2, 512, 49152));
     // llama-perplexity's file size: 20 + 4·n_chunk·n_ctx + 2·nv·n_chunk·(n_ctx − 1 − n_ctx/2).
@@ -205,11 +224,15 @@ fn kld_of_f16_against_itself_is_zero_and_q4_k_m_is_not() {
         20 + 4 * 2 * 512 + 2 * nv * 2 * 255
     );
     assert_eq!(b.bytes as usize, 20 + 4 * 2 * 512 + 2 * nv * 2 * 255);
-    let same = quantgate::eval::kld::compare(&f16, &base, 2, |_, _| {}).unwrap();
+    let same =
+        quantgate::eval::kld::compare(&f16, &base, quantgate::threads::Threads::DEFAULT, |_, _| {})
+            .unwrap();
     assert_eq!(same.positions, 510);
     assert!(same.mean_kld.abs() < 1e-6, "{same:?}");
     assert_eq!(same.same_top_p, 1.0);
-    let q = quantgate::eval::kld::compare(&q4, &base, 2, |_, _| {}).unwrap();
+    let q =
+        quantgate::eval::kld::compare(&q4, &base, quantgate::threads::Threads::DEFAULT, |_, _| {})
+            .unwrap();
     assert!(q.mean_kld > 0.01 && q.mean_kld < 0.5, "{q:?}");
     assert!(q.same_top_p < 1.0 && q.same_top_p > 0.7, "{q:?}");
     assert!(q.ppl_q > same.ppl_q);

@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use gguf::{Gguf, Value};
-use quantgate::convert::{self, OutType};
+use quantgate::convert::OutType;
 use quantgate::verify::{self, BlockerCode, Verdict, VerifyReport};
 
 use common::{convert_to, fixtures_hf as fixtures};
@@ -99,7 +99,7 @@ fn vocab_only_conversions_of_every_fixture_match_hf_ids() {
                 c.notes
             );
         }
-        let tok = convert::tokenizer::load(&hf).unwrap();
+        let tok = quantgate::source::tokenizer::load(&hf).unwrap();
         let model = llama_runtime::Model::load(&out, true).unwrap();
         let r = verify::tokenizer::check(&tok.tokenizer, &tok.json, &model, &texts).unwrap();
         assert!(
@@ -284,18 +284,39 @@ fn gate3_hashes_the_release_and_cli_prints_go_last() {
     let out = rel.join("minilm-f16.gguf");
     convert_to(&minilm(), &out, OutType::F16, false);
     std::fs::write(rel.join("README.md"), "release notes\n").unwrap();
+    let verify_release = |report: &Path| {
+        let o = common::qg()
+            .args(["verify", "--hf"])
+            .arg(minilm())
+            .arg("--gguf")
+            .arg(&out)
+            .arg("--release")
+            .arg(&rel)
+            .arg("--report")
+            .arg(report)
+            .output()
+            .unwrap();
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(report.join("report.json")).unwrap()).unwrap();
+        (o, r)
+    };
+    // Without the folder's manifest, Gate 3 cannot say what ships: NO-GO naming SHA256SUMS.
+    let (o, r) = verify_release(&dir.path().join("no-sums"));
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).lines().last(),
+        Some("NO-GO")
+    );
+    let b = &r["blockers"][0];
+    assert_eq!(
+        (b["gate"].as_u64(), b["code"].as_str()),
+        (Some(3), Some("release-sha256"))
+    );
+    assert_eq!(b["subject"], "SHA256SUMS");
+
+    quantgate::release::sums::write(&rel).unwrap();
     let report = dir.path().join("report");
-    let o = common::qg()
-        .args(["verify", "--hf"])
-        .arg(minilm())
-        .arg("--gguf")
-        .arg(&out)
-        .arg("--release")
-        .arg(&rel)
-        .arg("--report")
-        .arg(&report)
-        .output()
-        .unwrap();
+    let (o, r) = verify_release(&report);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(
         o.status.code(),
@@ -304,12 +325,18 @@ fn gate3_hashes_the_release_and_cli_prints_go_last() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert_eq!(stdout.lines().last(), Some("GO"));
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(report.join("report.json")).unwrap()).unwrap();
-    let manifest = r["gate3"]["manifest"].as_array().unwrap();
-    assert_eq!(manifest.len(), 2);
-    assert_eq!(r["gate3"]["n_embd"], 384);
-    assert_eq!(r["gate3"]["top1"], r["gate2_vectors"]["llama_top1"]);
+    assert_eq!(r["gate3"]["files_hashed"], 2);
+    let f = &r["gate3"]["files"][0];
+    assert_eq!(f["name"], "minilm-f16.gguf");
+    assert_eq!(f["same_bytes_as_verified"], true);
+    assert_eq!(f["identical"], true);
+    // One top-1 document per retrieval query, re-measured on the folder's copy.
+    assert_eq!(
+        f["remeasured"].as_u64(),
+        r["gate2_vectors"]["llama_top1"]
+            .as_array()
+            .map(|a| a.len() as u64)
+    );
     assert!(std::fs::read_to_string(report.join("report.md"))
         .unwrap()
         .starts_with("# quantgate verify: GO"));
@@ -317,6 +344,44 @@ fn gate3_hashes_the_release_and_cli_prints_go_last() {
         .as_str()
         .unwrap()
         .starts_with("llama-cpp-sys-2 =0.1.161"));
+}
+
+#[test]
+fn gate3_refuses_a_release_whose_gguf_is_not_the_verified_file() {
+    // The verified file is outside the folder; the folder ships other bytes (its last byte,
+    // tensor data, flipped; SHA256SUMS written to match): listed and hashed, not verified.
+    let dir = tempfile::tempdir().unwrap();
+    let verified = dir.path().join("minilm-f16.gguf");
+    convert_to(&minilm(), &verified, OutType::F16, false);
+    let rel = dir.path().join("release");
+    std::fs::create_dir_all(&rel).unwrap();
+    let mut bytes = std::fs::read(&verified).unwrap();
+    let at = bytes.len() - 1;
+    bytes[at] ^= 1;
+    std::fs::write(rel.join("minilm-f16.gguf"), &bytes).unwrap();
+    quantgate::release::sums::write(&rel).unwrap();
+    let r = verify::verify(&verify::VerifyOptions {
+        hf_dir: minilm(),
+        gguf: verified.clone(),
+        texts: None,
+        protocol: None,
+        release: Some(rel.clone()),
+        ppl_text: None,
+        threads: quantgate::threads::Threads::DEFAULT,
+        work_dir: None,
+    })
+    .unwrap();
+    assert_eq!(r.verdict, Verdict::NoGo);
+    let codes: Vec<_> = r
+        .blockers
+        .iter()
+        .map(|b| (b.gate, b.code.to_string()))
+        .collect();
+    assert!(
+        codes.contains(&(3, "release-not-verified".to_string())),
+        "{codes:?}"
+    );
+    assert!(r.blockers.iter().all(|b| b.gate == 3), "{:?}", r.blockers);
 }
 
 #[test]
@@ -337,7 +402,7 @@ fn convert_peak_rss_is_bounded_by_the_largest_tensor_not_the_model() {
     };
     let baseline = run(&["--vocab-only"]);
     let full = run(&["--outtype", "f32"]);
-    let hf = convert::hf::HfDir::open(&minilm(), true).unwrap();
+    let hf = quantgate::source::hf::HfDir::open(&minilm(), true).unwrap();
     let largest_f32 = hf.tensors.iter().map(|t| t.n_elements() * 4).max().unwrap() as f64;
     let model_bytes: f64 = hf.tensors.iter().map(|t| t.n_elements() as f64 * 4.0).sum();
     let delta = full - baseline;

@@ -9,6 +9,7 @@ use std::process::Command;
 use anyhow::{Context, Result};
 
 use crate::child::{run_captured, Measured};
+use crate::threads::Threads;
 
 /// One run of one arm.
 #[derive(Clone, Debug)]
@@ -42,7 +43,7 @@ pub fn run(
     peer: Option<&Path>,
     model: &Path,
     text: &Path,
-    (chunks, threads): (usize, i32),
+    (chunks, threads): (usize, Threads),
     reps: usize,
 ) -> Result<PplBench> {
     // The same model, text and settings for both arms (llama-perplexity takes -m MODEL).

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use crate::child::{run_captured, Measured};
+use crate::threads::Threads;
 
 /// One arm's figures in one round.
 #[derive(Clone, Debug)]
@@ -39,7 +40,7 @@ pub fn run(
     peer: &Path,
     model: &Path,
     (n_prompt, n_gen): (usize, usize),
-    (reps, rounds, threads): (usize, usize, i32),
+    (reps, rounds, threads): (usize, usize, Threads),
 ) -> Result<SpeedBench> {
     let tmp = tempfile::tempdir()?;
     let common = |c: &mut Command| {

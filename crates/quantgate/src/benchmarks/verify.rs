@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use anyhow::{ensure, Result};
 
 use crate::child::{run_measured, Measured};
+use crate::threads::Threads;
 
 /// One model's runs.
 #[derive(Clone, Debug)]
@@ -38,7 +39,7 @@ pub fn run(
     baseline: Option<&Path>,
     pairs: &[(PathBuf, PathBuf)],
     reps: usize,
-    threads: i32,
+    threads: Threads,
 ) -> Result<Vec<VerifyBench>> {
     let tmp = tempfile::tempdir()?;
     let mut out = Vec::new();
@@ -74,7 +75,7 @@ pub fn f16_bytes(gguf: &Path) -> Result<u64> {
     Ok(g.header.tensors.iter().map(|t| 2 * t.n_elements()).sum())
 }
 
-fn one(exe: &Path, hf: &Path, gguf: &Path, report: &Path, threads: i32) -> Result<Measured> {
+fn one(exe: &Path, hf: &Path, gguf: &Path, report: &Path, threads: Threads) -> Result<Measured> {
     let _ = std::fs::remove_dir_all(report);
     let m = run_measured(
         Command::new(exe)

@@ -8,6 +8,7 @@ use quantgate::benchmarks::{self, convert::Peer, dequant, summarize};
 use quantgate::stats::{median, min_median_max};
 
 use super::{exit::usage, Status};
+use quantgate::threads::Threads;
 
 /// `bench` subcommands.
 #[derive(Subcommand)]
@@ -75,8 +76,8 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 16)]
         chunks: usize,
         /// Threads.
-        #[arg(short = 't', long, default_value_t = 2)]
-        threads: i32,
+        #[arg(short = 't', long, default_value_t = Threads::DEFAULT)]
+        threads: Threads,
         /// Repetitions per arm.
         #[arg(long, default_value_t = 3)]
         reps: usize,
@@ -102,8 +103,8 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         rounds: usize,
         /// Threads.
-        #[arg(short = 't', long, default_value_t = 2)]
-        threads: i32,
+        #[arg(short = 't', long, default_value_t = Threads::DEFAULT)]
+        threads: Threads,
     },
     /// `verify` wall time and peak RSS per model (each run a child process of its own), with
     /// peak RSS against the file's size; alternated with another quantgate binary when given.
@@ -121,8 +122,8 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1)]
         reps: usize,
         /// Threads.
-        #[arg(short = 't', long, default_value_t = 2)]
-        threads: i32,
+        #[arg(short = 't', long, default_value_t = Threads::DEFAULT)]
+        threads: Threads,
     },
     /// Wall time of `inspect` (open, validate, sha256, report) without --check-dequant.
     Inspect {
@@ -327,7 +328,7 @@ fn ppl(
     model: &Path,
     file: &Path,
     peer: Option<PathBuf>,
-    (chunks, threads): (usize, i32),
+    (chunks, threads): (usize, Threads),
     reps: usize,
 ) -> anyhow::Result<Status> {
     at_least_one_rep(reps)?;
@@ -385,7 +386,7 @@ fn speed(
     model: &Path,
     peer: Option<PathBuf>,
     (n_prompt, n_gen): (usize, usize),
-    (reps, rounds, threads): (usize, usize, i32),
+    (reps, rounds, threads): (usize, usize, Threads),
 ) -> anyhow::Result<Status> {
     at_least_one_rep(reps.min(rounds))?;
     if n_prompt == 0 || n_gen == 0 {
@@ -446,7 +447,7 @@ fn verify(
     gguf: &[PathBuf],
     baseline: Option<&Path>,
     reps: usize,
-    threads: i32,
+    threads: Threads,
 ) -> anyhow::Result<Status> {
     at_least_one_rep(reps)?;
     if hf.len() != gguf.len() {
@@ -518,7 +519,7 @@ fn inspect(files: &[PathBuf], reps: usize) -> anyhow::Result<Status> {
 
 /// The already-quantized format of a folder's config.json (`None`: a plain folder).
 fn quantized_format(dir: &Path) -> anyhow::Result<Option<String>> {
-    let cfg = quantgate::convert::hf::read_json(&dir.join("config.json"))?;
+    let cfg = quantgate::source::hf::read_json(&dir.join("config.json"))?;
     if reference::mlx::is_mlx_quantized(&cfg) {
         return Ok(Some("MLX affine".into()));
     }

@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Subcommand;
-use quantgate::eval::record::{self, EvalRecord, RunSettings};
+use quantgate::eval::record::{self, EvalKind, EvalRecord, RunSettings};
 
 use super::progress;
 use super::{exit::usage, Status};
 use quantgate::eval::{hellaswag, kld, llama_bench, ppl};
+use quantgate::threads::Threads;
 
 #[derive(Subcommand)]
 pub enum EvalCommand {
@@ -31,8 +32,8 @@ pub enum EvalCommand {
         #[arg(short = 'r', long, default_value_t = 5)]
         reps: usize,
         /// Threads.
-        #[arg(short = 't', long, default_value_t = 2)]
-        threads: i32,
+        #[arg(short = 't', long, default_value_t = Threads::DEFAULT)]
+        threads: Threads,
         /// Also write the JSON record here.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -51,8 +52,8 @@ pub enum EvalCommand {
         #[arg(short = 'c', long, default_value_t = 1024)]
         ctx: u32,
         /// Threads.
-        #[arg(short = 't', long, default_value_t = 2)]
-        threads: i32,
+        #[arg(short = 't', long, default_value_t = Threads::DEFAULT)]
+        threads: Threads,
         /// Also write the JSON record here.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -74,8 +75,8 @@ pub enum EvalCommand {
         #[arg(long)]
         chunks: Option<usize>,
         /// Threads.
-        #[arg(short = 't', long, default_value_t = 2)]
-        threads: i32,
+        #[arg(short = 't', long, default_value_t = Threads::DEFAULT)]
+        threads: Threads,
         /// Also write the JSON record here.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -88,8 +89,8 @@ pub enum EvalCommand {
         #[arg(long)]
         base: PathBuf,
         /// Threads.
-        #[arg(short = 't', long, default_value_t = 2)]
-        threads: i32,
+        #[arg(short = 't', long, default_value_t = Threads::DEFAULT)]
+        threads: Threads,
         /// Also write the JSON record here.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -108,8 +109,8 @@ pub enum EvalCommand {
         #[arg(long)]
         chunks: Option<usize>,
         /// Threads.
-        #[arg(short = 't', long, default_value_t = 2)]
-        threads: i32,
+        #[arg(short = 't', long, default_value_t = Threads::DEFAULT)]
+        threads: Threads,
         /// Physical batch size.
         #[arg(long, default_value_t = 512)]
         ubatch: u32,
@@ -126,7 +127,7 @@ pub enum EvalCommand {
 }
 
 /// Settings of a logits context as `ContextParams::logits` builds it (KV F16).
-fn logits_settings(threads: i32, n_ctx: u32, n_ubatch: u32, seed: Option<u64>) -> RunSettings {
+fn logits_settings(threads: Threads, n_ctx: u32, n_ubatch: u32, seed: Option<u64>) -> RunSettings {
     RunSettings {
         threads,
         n_ctx,
@@ -141,7 +142,7 @@ fn logits_settings(threads: i32, n_ctx: u32, n_ubatch: u32, seed: Option<u64>) -
 #[allow(clippy::too_many_arguments)]
 fn emit<T: serde::Serialize>(
     json: Option<&Path>,
-    kind: &str,
+    kind: EvalKind,
     models: &[&Path],
     settings: RunSettings,
     load_ms: Vec<f64>,
@@ -150,7 +151,7 @@ fn emit<T: serde::Serialize>(
 ) -> anyhow::Result<()> {
     let Some(path) = json else { return Ok(()) };
     let rec = EvalRecord {
-        kind: kind.into(),
+        kind,
         models: models.iter().map(|p| p.display().to_string()).collect(),
         file_bytes: record::file_sizes(models),
         runtime: llama_runtime::build_info().to_string(),
@@ -163,12 +164,9 @@ fn emit<T: serde::Serialize>(
     record::write(path, &rec)
 }
 
-/// Checks, before anything is measured: threads ≥ 1, and every output (`--json`, its `.md`
-/// twin, `--out`) distinct from the inputs and from each other.
-fn check_args(threads: i32, outputs: &[&Path], inputs: &[&Path]) -> anyhow::Result<()> {
-    if threads < 1 {
-        return Err(usage(format!("-t {threads}: at least one thread")));
-    }
+/// Checks, before anything is measured: every output (`--json`, its `.md` twin, `--out`)
+/// distinct from the inputs and from each other (the thread count was checked by its type).
+fn check_args(outputs: &[&Path], inputs: &[&Path]) -> anyhow::Result<()> {
     for o in outputs {
         quantgate::paths::ensure_output_distinct(o, inputs)?;
     }
@@ -266,7 +264,7 @@ fn kld_base(
     out: &Path,
     ctx: usize,
     chunks: Option<usize>,
-    threads: i32,
+    threads: Threads,
     json: Option<PathBuf>,
     t0: Instant,
 ) -> anyhow::Result<()> {
@@ -275,7 +273,7 @@ fn kld_base(
     }
     let mut outs = json_outputs(&json)?;
     outs.push(out.to_path_buf());
-    check_args(threads, &refs(&outs), &[model, file])?;
+    check_args(&refs(&outs), &[model, file])?;
     let text = ppl::read_text(file)?;
     println!("runtime: {}", llama_runtime::build_info());
     let pb = progress::bar(0, "chunks");
@@ -294,7 +292,7 @@ fn kld_base(
     let s = logits_settings(threads, ctx as u32, 512, None);
     emit(
         json.as_deref(),
-        "kld-base",
+        EvalKind::KldBase,
         &[model],
         s,
         vec![r.load_ms],
@@ -306,11 +304,11 @@ fn kld_base(
 fn kld(
     model: &Path,
     base: &Path,
-    threads: i32,
+    threads: Threads,
     json: Option<PathBuf>,
     t0: Instant,
 ) -> anyhow::Result<()> {
-    check_args(threads, &refs(&json_outputs(&json)?), &[model, base])?;
+    check_args(&refs(&json_outputs(&json)?), &[model, base])?;
     println!("runtime: {}", llama_runtime::build_info());
     let pb = progress::bar(0, "chunks");
     let r = kld::compare(model, base, threads, |i, n| {
@@ -337,7 +335,7 @@ fn kld(
     let s = logits_settings(threads, r.n_ctx as u32, 512, None);
     emit(
         json.as_deref(),
-        "kld",
+        EvalKind::Kld,
         &[model, base],
         s,
         vec![r.load_ms],
@@ -351,14 +349,14 @@ fn hellaswag(
     file: &Path,
     tasks: usize,
     ctx: u32,
-    threads: i32,
+    threads: Threads,
     json: Option<PathBuf>,
     t0: Instant,
 ) -> anyhow::Result<()> {
     if tasks == 0 {
         return Err(usage("--tasks 0: at least one task"));
     }
-    check_args(threads, &refs(&json_outputs(&json)?), &[model, file])?;
+    check_args(&refs(&json_outputs(&json)?), &[model, file])?;
     let all = hellaswag::load_tasks(file)?;
     println!("runtime: {}", llama_runtime::build_info());
     println!("hellaswag_score : loaded {} tasks from prompt.", all.len());
@@ -376,7 +374,7 @@ fn hellaswag(
     let s = logits_settings(threads, ctx, 512, Some(1));
     emit(
         json.as_deref(),
-        "hellaswag",
+        EvalKind::Hellaswag,
         &[model],
         s,
         vec![r.load_ms],
@@ -390,14 +388,14 @@ fn bench(
     n_prompt: usize,
     n_gen: usize,
     reps: usize,
-    threads: i32,
+    threads: Threads,
     json: Option<PathBuf>,
     t0: Instant,
 ) -> anyhow::Result<()> {
     if reps == 0 || (n_prompt == 0 && n_gen == 0) {
         return Err(usage("--reps and one of -p/-n must be at least 1"));
     }
-    check_args(threads, &refs(&json_outputs(&json)?), &refs(models))?;
+    check_args(&refs(&json_outputs(&json)?), &refs(models))?;
     let rows = llama_bench::run(models, n_prompt, n_gen, reps, threads)?;
     let c = llama_bench::context_params(n_prompt, n_gen, threads);
     println!(
@@ -455,7 +453,7 @@ fn bench(
     };
     emit(
         json.as_deref(),
-        "bench",
+        EvalKind::Bench,
         &refs(models),
         s,
         load_ms,
@@ -472,7 +470,7 @@ fn perplexity(
     reference: Option<&Path>,
     t0: Instant,
 ) -> anyhow::Result<()> {
-    check_args(p.threads, &refs(&json_outputs(&json)?), &[model, file])?;
+    check_args(&refs(&json_outputs(&json)?), &[model, file])?;
     if let Some(r) = reference {
         if !r.join("config.json").is_file() {
             return Err(usage(format!(
@@ -505,7 +503,15 @@ fn perplexity(
         reference_side_by_side(model, hf, &text, p.n_ctx, &r)?;
     }
     let s = logits_settings(p.threads, p.n_ctx, p.n_ubatch, None);
-    emit(json.as_deref(), "ppl", &[model], s, vec![r.load_ms], t0, r)
+    emit(
+        json.as_deref(),
+        EvalKind::Ppl,
+        &[model],
+        s,
+        vec![r.load_ms],
+        t0,
+        r,
+    )
 }
 
 /// `--reference HF_DIR`: the reference's PPL on the same tokens and chunks, printed next to

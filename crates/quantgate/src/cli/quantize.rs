@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use quantgate::quantize::{self, QuantizeReport};
 
 use super::Status;
+use quantgate::threads::Threads;
 
 /// Arguments of `quantize`.
 #[derive(clap::Args)]
@@ -19,8 +20,8 @@ pub struct Args {
     #[arg(value_name = "TYPE")]
     ftype: String,
     /// Threads.
-    #[arg(long, default_value_t = 2)]
-    threads: i32,
+    #[arg(long, default_value_t = Threads::DEFAULT)]
+    threads: Threads,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,

@@ -9,6 +9,7 @@ use quantgate::verify::Verdict;
 
 use super::exit::Usage;
 use super::Status;
+use quantgate::threads::Threads;
 
 /// Arguments of `release`.
 #[derive(clap::Args)]
@@ -35,8 +36,8 @@ pub struct Args {
     #[arg(long, value_name = "RELEASE_DIR", conflicts_with_all = ["hf", "gguf", "out"])]
     check: Option<PathBuf>,
     /// llama.cpp threads (outputs are reproducible for one thread count).
-    #[arg(long, default_value_t = 2)]
-    threads: i32,
+    #[arg(long, default_value_t = Threads::DEFAULT)]
+    threads: Threads,
 }
 
 /// Builds (or checks) a release; exit 0 for GO, 1 for NO-GO.
@@ -97,14 +98,19 @@ pub fn run(a: Args) -> anyhow::Result<Status> {
 }
 
 fn render_gate3(g: &Gate3) {
+    render_gate3_files(g);
+    for b in &g.blockers {
+        println!("blocker: gate 3 {} {}: {}", b.code, b.subject, b.detail);
+    }
+}
+
+/// Gate 3's files hashed and each shipped GGUF's result (blockers are printed by the caller).
+pub(super) fn render_gate3_files(g: &Gate3) {
     println!("gate 3: SHA256SUMS {} files re-hashed", g.files_hashed);
     for f in &g.files {
         println!(
             "  {}: same bytes as verified {}, {} outputs re-measured, identical {}",
             f.name, f.same_bytes_as_verified, f.remeasured, f.identical
         );
-    }
-    for b in &g.blockers {
-        println!("blocker: gate 3 {} {}: {}", b.code, b.subject, b.detail);
     }
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use quantgate::selftest::{self, SelftestReport};
 
 use super::Status;
+use quantgate::threads::Threads;
 
 /// Arguments of `selftest`.
 #[derive(clap::Args)]
@@ -16,8 +17,8 @@ pub struct Args {
     /// A correct conversion of it (verify says GO).
     gguf: PathBuf,
     /// llama.cpp threads.
-    #[arg(long, default_value_t = 2)]
-    threads: i32,
+    #[arg(long, default_value_t = Threads::DEFAULT)]
+    threads: Threads,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use quantgate::verify::{self, Verdict, VerifyOptions, VerifyReport};
 
 use super::Status;
+use quantgate::threads::Threads;
 
 /// Arguments of `verify`.
 #[derive(clap::Args)]
@@ -32,8 +33,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     ppl_text: Option<PathBuf>,
     /// llama.cpp threads.
-    #[arg(long, default_value_t = 2)]
-    threads: i32,
+    #[arg(long, default_value_t = Threads::DEFAULT)]
+    threads: Threads,
 }
 
 /// `out/verify-STEM` for `gguf` when no `--report` is given.
@@ -90,12 +91,7 @@ fn render(r: &VerifyReport) {
     }
     render_logits(r);
     if let Some(g) = &r.gate3 {
-        println!(
-            "gate 3: {} files hashed; {} re-measured (load {:.0} ms)",
-            g.manifest.len(),
-            g.gguf,
-            g.load_ms
-        );
+        super::release::render_gate3_files(g);
     }
     for b in &r.blockers {
         println!(

@@ -7,9 +7,9 @@ use anyhow::{bail, Result};
 use gguf::{GgmlType, Value, ValueType};
 use reference::pooling::Pooling;
 
-use super::arch::Arch;
-use super::hf::HfDir;
 use super::{card, generation, mlx, rope, vocab, OutType};
+use crate::source::arch::Arch;
+use crate::source::hf::HfDir;
 
 /// `general.file_type` (llama.h `LLAMA_FTYPE_*`) of a file written as `outtype` whose
 /// already-quantized (MLX) tensors were stored as `quantized`: such a file is typed by its

@@ -2,23 +2,12 @@
 //! would write it (keys, names, F32-kept tensors, tokenizer metadata), streaming one tensor at a
 //! time. Data flows one way: read (hf) → plan (arch table) → write (gguf writer).
 
-pub mod arch;
-pub mod card;
-pub mod chat_template;
 pub mod consistency;
-pub mod fields;
-pub mod generation;
-pub mod hf;
 mod metadata;
 pub mod mlx;
 pub mod packed;
-pub mod rope;
-pub mod spm;
 pub mod stream;
 mod tensor_data;
-pub mod tokenizer;
-pub mod vocab;
-pub mod vocab_spm;
 
 use std::cell::RefCell;
 use std::path::Path;
@@ -29,8 +18,10 @@ use anyhow::{anyhow, bail, Context, Result};
 use gguf::{GgmlType, GgufWriter, Value};
 use serde::Serialize;
 
-use arch::Arch;
-use hf::HfDir;
+use crate::source::arch::{self, Arch};
+use crate::source::hf::{self, HfDir};
+use crate::source::permute::permute_heads;
+use crate::source::{arch_of, card, fields, generation, rope, tokenizer, vocab};
 use reference::pooling::Pooling;
 
 pub use metadata::{file_type, metadata};
@@ -185,14 +176,6 @@ pub fn rule_summary(planned: &[PlannedTensor]) -> Vec<RuleSummary> {
         .collect()
 }
 
-/// Reads config.json's `model_type`.
-pub fn arch_of(hf: &HfDir) -> Result<Arch> {
-    let t = hf.config["model_type"]
-        .as_str()
-        .ok_or_else(|| anyhow!("{}: config.json has no model_type", hf.dir.display()))?;
-    Arch::from_model_type(t).with_context(|| format!("{}", hf.dir.join("config.json").display()))
-}
-
 /// Plans the tensors of `hf` for `outtype`: names, types, shapes, in checkpoint order.
 ///
 /// Errors: a source tensor the arch table does not know, or two mapping to one GGUF name.
@@ -305,47 +288,6 @@ fn storage_rule(m: &arch::Mapped, ne: &[u64], outtype: OutType) -> (GgmlType, St
     } else {
         (outtype.ggml(), String::new())
     }
-}
-
-/// The head count for llama's Q/K permutation of `gguf_name`, if it needs one
-/// (`docs/llamacpp-spec.md` §4.3: q with n_head, k with n_kv_head, weights and biases).
-pub fn permute_heads(hf: &HfDir, arch: Arch, gguf_name: &str) -> Option<usize> {
-    if arch != Arch::Llama {
-        return None;
-    }
-    let n_head = hf.config_u64("num_attention_heads")? as usize;
-    let n_kv = hf
-        .config_u64("num_key_value_heads")
-        .map(|v| v as usize)
-        .unwrap_or(n_head);
-    let local = gguf_name
-        .rsplit_once('.')
-        .map(|(m, _)| m)?
-        .rsplit('.')
-        .next()?;
-    match local {
-        "attn_q" => Some(n_head),
-        "attn_k" => Some(n_kv),
-        _ => None,
-    }
-}
-
-/// Reorders the rows of `x` (`rows × cols`, row-major) from HF's rotate-half layout to
-/// llama.cpp's adjacent pairs, per head: `new_row[2i + j] = old_row[j·(hd/2) + i]`.
-pub fn permute_qk<T: Copy + Default>(x: &[T], rows: usize, heads: usize) -> Vec<T> {
-    let cols = x.len() / rows;
-    let hd = rows / heads;
-    let mut out = vec![T::default(); x.len()];
-    for h in 0..heads {
-        for i in 0..hd / 2 {
-            for j in 0..2 {
-                let src = h * hd + j * (hd / 2) + i;
-                let dst = h * hd + 2 * i + j;
-                out[dst * cols..(dst + 1) * cols].copy_from_slice(&x[src * cols..(src + 1) * cols]);
-            }
-        }
-    }
-    out
 }
 
 /// Resolves `auto` from the first source tensor with ≥ 2 dims.
@@ -512,7 +454,7 @@ fn rope_default_note(hf: &HfDir, arch: Arch) -> Result<Option<String>> {
 /// The MLX plan of an already-quantized checkpoint (`None` for plain ones and vocab-only runs).
 fn mlx_plan_of(hf: &HfDir, opts: &ConvertOptions) -> Result<Option<mlx::MlxPlan>> {
     Ok(
-        match mlx::QuantConfig::from_config(&hf.config)
+        match crate::source::mlx::QuantConfig::from_config(&hf.config)
             .with_context(|| hf.dir.join("config.json").display().to_string())?
         {
             Some(qc) if !opts.vocab_only => Some(mlx::plan(hf, &qc, opts.fallback)?),
@@ -570,7 +512,7 @@ fn load_vocab(dir: &Path, hf: &HfDir) -> Result<(tokenizer::LoadedTokenizer, voc
 /// MLX modules, by source index: how each is decoded.
 fn affine_by_source(
     mlx_plan: Option<&mlx::MlxPlan>,
-) -> std::collections::HashMap<usize, mlx::AffineTensor> {
+) -> std::collections::HashMap<usize, crate::source::mlx::AffineTensor> {
     mlx_plan
         .map(|p| {
             p.by_weight

@@ -22,8 +22,8 @@ use anyhow::{anyhow, bail, Result};
 use gguf::GgmlType;
 use serde_json::Value;
 
-use super::hf::{HfDir, SourceTensor};
 use super::mlx::{f16_exact, Fallback};
+use crate::source::hf::{HfDir, SourceTensor};
 
 /// The packing family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -487,7 +487,7 @@ fn module_of(
         (false, _) => Some(need("qzeros")?),
     };
     let g_idx = if ct { None } else { get("g_idx") };
-    let inn = super::mlx::expected_inputs(hf, module).ok_or_else(|| {
+    let inn = crate::source::mlx::expected_inputs(hf, module).ok_or_else(|| {
         anyhow!(
             "{}: module {module}: its input size is not known from config.json",
             hf.dir.display()

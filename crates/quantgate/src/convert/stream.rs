@@ -9,7 +9,7 @@ use std::io::Write;
 use gguf::GgmlType;
 use rayon::prelude::*;
 
-use super::hf::{HfDir, SourceDtype, SourceTensor};
+use crate::source::hf::{HfDir, SourceDtype, SourceTensor};
 
 /// Output bytes per block (rounded to whole rows, or whole heads when permuting).
 const BLOCK_BYTES: usize = 8 << 20;
@@ -36,7 +36,7 @@ impl std::ops::Add for Counts {
     }
 }
 
-/// The Q/K row permutation of [`super::permute_qk`]: (rows, heads).
+/// The Q/K row permutation of [`crate::source::permute::permute_qk`]: (rows, heads).
 pub type Permute = Option<(usize, usize)>;
 
 /// The source row that output row `dst` holds under `permute` (llama.cpp's Q/K
@@ -236,7 +236,7 @@ mod tests {
     fn source_rows_follow_permute_qk() {
         // 2 heads of 4 rows, one column: permute_qk's output read back row by row.
         let x: Vec<usize> = (0..8).collect();
-        let p = super::super::permute_qk(&x, 8, 2);
+        let p = crate::source::permute::permute_qk(&x, 8, 2);
         let via: Vec<usize> = (0..8).map(|r| source_row(r, Some((8, 2)))).collect();
         assert_eq!(p, via);
         assert_eq!(source_row(5, None), 5);

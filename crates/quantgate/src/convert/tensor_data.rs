@@ -9,11 +9,12 @@ use std::rc::Rc;
 use anyhow::Result;
 use gguf::{GgmlType, GgufWriter, TensorData, TensorEntry};
 
-use super::hf::{self, HfDir};
-use super::{mlx, packed, permute_qk, stream, PlannedTensor};
+use super::{mlx, packed, stream, PlannedTensor};
+use crate::source::hf::{self, HfDir};
+use crate::source::permute::{permute_qk, row_order};
 
 /// MLX modules by the index of their `.weight`.
-pub(super) type AffineBySource = std::collections::HashMap<usize, mlx::AffineTensor>;
+pub(super) type AffineBySource = std::collections::HashMap<usize, crate::source::mlx::AffineTensor>;
 
 /// GPTQ / AWQ / compressed-tensors modules by the index of their packed codes.
 pub(super) type PackedBySource = std::collections::HashMap<usize, (packed::Module, packed::Scheme)>;
@@ -87,7 +88,7 @@ pub(super) fn add_tensors<'a>(
 /// The deferred bytes of an MLX module: repacked exactly, or decoded and stored as a fallback.
 fn affine_data<'a>(
     hf_ref: &'a HfDir,
-    at: mlx::AffineTensor,
+    at: crate::source::mlx::AffineTensor,
     ty: GgmlType,
     permute: Option<usize>,
     name: String,
@@ -109,7 +110,7 @@ fn affine_data<'a>(
                 .collect();
             let s = hf_ref.to_f32(&hf_ref.tensors[at.scales])?;
             let b = hf_ref.to_f32(&hf_ref.tensors[at.biases])?;
-            let order = mlx::row_order(at.out, permute);
+            let order = row_order(at.out, permute);
             mlx::repack_exact(ty, &words, at.affine.bits, &s, &b, at.inn, g, &order)
         } else {
             let d = mlx::decode(hf_ref, &at, permute)?;
@@ -152,7 +153,7 @@ fn packed_data<'a>(
         let d = packed::decode(hf_ref, &m, &s)?;
         let scales = &hf_ref.tensors[m.scales];
         nonfinite_guard(hf_ref, scales, &name, count_nonfinite(&d.scales), allow)?;
-        let order = mlx::row_order(m.out, permute);
+        let order = row_order(m.out, permute);
         let buf = if matches!(
             ty,
             GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0

@@ -9,6 +9,7 @@
 
 use std::path::Path;
 
+use crate::threads::Threads;
 use anyhow::{bail, Context as _, Result};
 use llama_runtime::{Context, ContextParams, Model};
 use serde::{Deserialize, Serialize};
@@ -123,7 +124,7 @@ pub fn run(
     tasks: &[Task],
     n_tasks: usize,
     n_ctx: u32,
-    threads: i32,
+    threads: Threads,
     mut row: impl FnMut(usize, f64, f64, f64),
 ) -> Result<HellaswagResult> {
     let t0 = std::time::Instant::now();
@@ -138,7 +139,7 @@ pub fn run(
     }
     let mut ctx = Context::new(
         &model,
-        ContextParams::logits(n_ctx, n_ctx.min(512), threads),
+        ContextParams::logits(n_ctx, n_ctx.min(512), threads.get()),
     )?;
     let order = task_order(tasks.len(), n_tasks);
     let mut correct = 0;

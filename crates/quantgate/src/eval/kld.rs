@@ -7,6 +7,7 @@
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
+use crate::threads::Threads;
 use anyhow::{bail, Context as _, Result};
 use llama_runtime::Model;
 use serde::{Deserialize, Serialize};
@@ -75,7 +76,7 @@ pub fn write_base(
     text: &str,
     n_ctx: usize,
     chunks: Option<usize>,
-    threads: i32,
+    threads: Threads,
     out: &Path,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<KldBaseResult> {
@@ -207,7 +208,7 @@ pub fn percentile(v: &[f32], f: f32) -> f64 {
 pub fn compare(
     model_path: &Path,
     base: &Path,
-    threads: i32,
+    threads: Threads,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<KldResult> {
     let BaseFile {

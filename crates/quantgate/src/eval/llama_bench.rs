@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::threads::Threads;
 use anyhow::Result;
 use llama_runtime::{Context, ContextParams, Model};
 use serde::{Deserialize, Serialize};
@@ -66,13 +67,13 @@ fn random_tokens(model: &Model, n: usize) -> Vec<i32> {
 
 /// The context llama-bench builds for pp`n_prompt`/tg`n_gen`: n_ctx the larger rounded up to
 /// 256, n_batch min(2048, n_ctx), n_ubatch 512, F16 KV cache, no embeddings.
-pub fn context_params(n_prompt: usize, n_gen: usize, threads: i32) -> ContextParams {
+pub fn context_params(n_prompt: usize, n_gen: usize, threads: Threads) -> ContextParams {
     let n_ctx = (n_prompt.max(n_gen) as u32).div_ceil(256) * 256;
     ContextParams {
         n_ctx,
         n_batch: 2048.min(n_ctx),
         n_ubatch: 512,
-        n_threads: threads,
+        n_threads: threads.get(),
         embeddings: false,
         pooling_type: -1,
         type_kv: 1,
@@ -95,7 +96,7 @@ pub fn run(
     n_prompt: usize,
     n_gen: usize,
     reps: usize,
-    threads: i32,
+    threads: Threads,
 ) -> Result<Vec<ArmResult>> {
     struct Arm {
         path: PathBuf,

@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::time::Instant;
 
+use crate::threads::Threads;
 use anyhow::{bail, Context as _, Result};
 use llama_runtime::{Context, ContextParams, Model};
 use rayon::prelude::*;
@@ -20,7 +21,7 @@ pub struct PplParams {
     /// Chunks to score (`--chunks`; `None` = all).
     pub chunks: Option<usize>,
     /// Threads.
-    pub threads: i32,
+    pub threads: Threads,
     /// Physical batch size (`-ub`).
     pub n_ubatch: u32,
 }
@@ -91,12 +92,12 @@ pub fn scored_chunks(
     n_ctx: usize,
     n_chunk: usize,
     n_ubatch: usize,
-    threads: i32,
+    threads: Threads,
     mut f: impl FnMut(usize, &[&[f32]]) -> Result<()>,
 ) -> Result<()> {
     let mut ctx = Context::new(
         model,
-        ContextParams::logits(n_ctx as u32, n_ubatch.min(n_ctx) as u32, threads),
+        ContextParams::logits(n_ctx as u32, n_ubatch.min(n_ctx) as u32, threads.get()),
     )?;
     let first = n_ctx / 2;
     for i in 0..n_chunk {

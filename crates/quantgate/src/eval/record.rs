@@ -5,13 +5,14 @@
 
 use std::path::Path;
 
+use crate::threads::Threads;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 /// Settings that change results, recorded with every measurement.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RunSettings {
-    pub threads: i32,
+    pub threads: Threads,
     pub n_ctx: u32,
     pub n_batch: u32,
     pub n_ubatch: u32,
@@ -22,11 +23,47 @@ pub struct RunSettings {
     pub seed: Option<u64>,
 }
 
+/// What an [`EvalRecord`] measured: the `quantgate eval` subcommand that wrote it (serialized
+/// as its name, `kld-base`, …).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvalKind {
+    /// `eval ppl`: perplexity (llama-perplexity's method).
+    Ppl,
+    /// `eval hellaswag`: acc_norm (llama-perplexity `--hellaswag`).
+    Hellaswag,
+    /// `eval kld-base`: the base model's logits saved for KLD.
+    KldBase,
+    /// `eval kld`: KLD against saved base logits.
+    Kld,
+    /// `eval bench`: pp512/tg128 (llama-bench).
+    Bench,
+}
+
+impl EvalKind {
+    /// The subcommand's name (`kld-base`, …), as serialized.
+    pub fn name(self) -> &'static str {
+        match self {
+            EvalKind::Ppl => "ppl",
+            EvalKind::Hellaswag => "hellaswag",
+            EvalKind::KldBase => "kld-base",
+            EvalKind::Kld => "kld",
+            EvalKind::Bench => "bench",
+        }
+    }
+}
+
+impl std::fmt::Display for EvalKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One measurement.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EvalRecord<T> {
-    /// `ppl`, `hellaswag`, `kld-base`, `kld`, `bench`.
-    pub kind: String,
+    /// What was measured.
+    pub kind: EvalKind,
     /// Model path(s) as given.
     pub models: Vec<String>,
     /// File size of each model, bytes.

@@ -52,7 +52,7 @@ pub fn reference_perplexity(
     }
     // tokenizer.json, or the tokenizer rebuilt from vocab.json + merges.txt (Qwen2.5 folders
     // without tokenizer.json), as verify's Gate 2 loads it.
-    let tok = crate::convert::tokenizer::load(hf_dir)?.tokenizer;
+    let tok = crate::source::tokenizer::load(hf_dir)?.tokenizer;
     // llama-perplexity tokenizes with add_special = true.
     let tokens = tok
         .encode(text, true)

@@ -1,6 +1,8 @@
 //! `quantgate analyze`: every quantity of two runs of one protocol, compared with the frozen
 //! rule (`[tolerances]` per kind), and the decision ([`super::DECISION_RULE`]).
 
+mod html;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -377,6 +379,6 @@ pub fn write(dir: &Path, an: &Analysis) -> Result<()> {
     crate::paths::write_atomic(&dir.join("analysis.md"), markdown(an).as_bytes())?;
     crate::paths::write_atomic(
         &dir.join("analysis.html"),
-        crate::html::analysis_page(an)?.as_bytes(),
+        html::analysis_page(an)?.as_bytes(),
     )
 }

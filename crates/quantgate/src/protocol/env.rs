@@ -1,5 +1,6 @@
 //! Environment facts recorded with every run: they explain differences between two runs.
 
+use crate::threads::Threads;
 use serde::Serialize;
 
 /// Where and with what a run executed.
@@ -16,7 +17,7 @@ pub struct Environment {
     /// Logical CPUs online.
     pub cpus: usize,
     /// Threads the protocol pins.
-    pub threads: i32,
+    pub threads: Threads,
     /// `uname -srm` and the distribution's PRETTY_NAME.
     pub os: String,
     /// Host name (who ran it is `operator`).
@@ -31,7 +32,7 @@ fn first_match(text: &str, key: &str) -> Option<String> {
 }
 
 /// Collects the facts (missing ones read "unknown").
-pub fn collect(threads: i32) -> Environment {
+pub fn collect(threads: Threads) -> Environment {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let osr = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
     // SAFETY: zeroed utsname is a valid out-parameter.

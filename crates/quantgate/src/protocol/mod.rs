@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::threads::Threads;
+use crate::verify::declared::{Budgets, DeclaredThresholds};
+
 /// The one decision rule implemented (and the only value `[decision] rule` accepts):
 /// "capability proven" when every judged quantity of every model is present in both runs and
 /// within tolerance; "capability gap" when any quality quantity (PPL, acc_norm, KLD, same top p,
@@ -43,7 +46,7 @@ pub struct Header {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
-    pub threads: i32,
+    pub threads: Threads,
     /// Seed of the random draws. llama.cpp's tools fix it (HellaSwag: std::mt19937(1); bench:
     /// C rand() unseeded = srand(1)), so 1 is the only value accepted.
     pub seed: u64,
@@ -168,11 +171,11 @@ pub struct Protocol {
     pub decision: Decision,
     /// Thresholds of `verify` (see `verify::THRESHOLD_NAMES`); required with a verify step.
     #[serde(default)]
-    pub thresholds: Option<toml::Table>,
+    pub thresholds: Option<DeclaredThresholds>,
     /// Quality budgets of `verify`, one table per ftype (`[budget.Q4_K_M]`, see
     /// `verify::quality`); files of an ftype without one are reported only.
     #[serde(default)]
-    pub budget: Option<toml::Table>,
+    pub budget: Option<Budgets>,
     pub inputs: Vec<Input>,
     pub models: Vec<ModelSpec>,
     pub steps: Vec<Step>,
@@ -280,9 +283,6 @@ pub fn validate(l: &Loaded) -> Vec<String> {
     if !date_ok || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
         e.push(format!("protocol.frozen: {f:?} is not YYYY-MM-DD"));
     }
-    if p.settings.threads < 1 {
-        e.push(format!("settings.threads: {} < 1", p.settings.threads));
-    }
     if p.settings.seed != 1 {
         e.push(format!(
             "settings.seed: {} — llama.cpp's HellaSwag (std::mt19937(1)) and bench (C rand(), srand(1)) fix the seed at 1",
@@ -348,10 +348,11 @@ pub fn validate(l: &Loaded) -> Vec<String> {
     }
     validate_thresholds(p, &mut e);
     if let Some(b) = &p.budget {
-        if let Err(problems) = crate::verify::quality::parse_budgets(&toml::Value::Table(b.clone()))
-        {
-            e.extend(problems);
-        }
+        e.extend(
+            crate::verify::declared::check_budgets(b)
+                .err()
+                .unwrap_or_default(),
+        );
     }
     validate_steps(l, &mut e);
     e
@@ -414,32 +415,11 @@ fn validate_model(l: &Loaded, m: &ModelSpec, e: &mut Vec<String>) {
     }
 }
 
-/// `[thresholds]`: exactly verify's names, numbers, cosines/agreements in [0, 1], KLD ≥ 0.
+/// `[thresholds]`: every one of verify's names declared, cosines/agreements in [0, 1],
+/// KLD ≥ 0 (unknown names are refused when the protocol is read).
 fn validate_thresholds(p: &Protocol, e: &mut Vec<String>) {
-    let Some(t) = &p.thresholds else { return };
-    for k in t.keys() {
-        if !crate::verify::THRESHOLD_NAMES.contains(&k.as_str()) {
-            e.push(format!(
-                "thresholds.{k}: unknown (expected {})",
-                crate::verify::THRESHOLD_NAMES.join(", ")
-            ));
-        }
-    }
-    for name in crate::verify::THRESHOLD_NAMES {
-        let v = t
-            .get(*name)
-            .and_then(|x| x.as_float().or_else(|| x.as_integer().map(|i| i as f64)));
-        let ok = match v {
-            Some(v) if *name == "max_mean_kld" => v.is_finite() && v >= 0.0,
-            Some(v) => (0.0..=1.0).contains(&v),
-            None => false,
-        };
-        if !ok {
-            e.push(format!(
-                "thresholds.{name}: {:?} is not a number in range (cosines and agreements in [0, 1], KLD ≥ 0)",
-                t.get(*name).map(|x| x.to_string())
-            ));
-        }
+    if let Some(t) = &p.thresholds {
+        e.extend(t.problems(true));
     }
 }
 

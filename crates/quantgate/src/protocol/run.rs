@@ -23,7 +23,7 @@ use crate::eval::hellaswag::HellaswagResult;
 use crate::eval::kld::KldResult;
 use crate::eval::llama_bench::BenchResult;
 use crate::eval::ppl::PplResult;
-use crate::eval::record::EvalRecord;
+use crate::eval::record::{EvalKind, EvalRecord};
 use crate::interrupt;
 use crate::paths::write_atomic;
 use crate::verify::{Verdict, VerifyReport};
@@ -460,11 +460,11 @@ impl Runner<'_> {
     fn eval_step<T: DeserializeOwned>(
         &mut self,
         label: &str,
-        sub: &str,
+        kind: EvalKind,
         args: Vec<OsString>,
     ) -> Result<(StepReceipt, EvalRecord<T>), Failure> {
         let json = self.dir.join("steps").join(format!("{label}.json"));
-        let mut all = vec![os("eval"), os(sub)];
+        let mut all = vec![os("eval"), os(kind.name())];
         all.extend(args);
         all.extend([
             os("-t"),
@@ -473,7 +473,17 @@ impl Runner<'_> {
             json.clone().into(),
         ]);
         let rc = self.exec(label, all, &[0])?;
-        let rec = self.read_json(label, &json)?;
+        let rec: EvalRecord<T> = self.read_json(label, &json)?;
+        if rec.kind != kind {
+            return Err(Failure::new(
+                label,
+                format!(
+                    "{}: a {} record where {kind} was run",
+                    json.display(),
+                    rec.kind
+                ),
+            ));
+        }
         Ok((rc, rec))
     }
 

@@ -179,21 +179,17 @@ fn quality(s: &mut String, f: &ReleasedFile) {
     }
 }
 
+/// The tokenizer limitations Gate 2 measured on any file, each once.
 fn limitations(s: &mut String, r: &ReleaseReport) {
-    let mut seen: Vec<&String> = Vec::new();
-    for f in &r.files {
-        if let Some(t) = &f.verify.gate2_tokenizer {
-            for l in &t.limitations {
-                if !seen.contains(&l) {
-                    seen.push(l);
-                }
-            }
-        }
-        for n in &f.verify.notes {
-            let tokenizer_note =
-                n.contains("llama.cpp's WordPiece") || n.contains("llama.cpp strips");
-            if tokenizer_note && !seen.contains(&n) {
-                seen.push(n);
+    let mut seen: Vec<String> = Vec::new();
+    for t in r
+        .files
+        .iter()
+        .filter_map(|f| f.verify.gate2_tokenizer.as_ref())
+    {
+        for l in t.limitations.iter().map(|l| l.to_string()) {
+            if !seen.contains(&l) {
+                seen.push(l);
             }
         }
     }

@@ -33,7 +33,6 @@ pub fn check(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Blocker>) ->
     for f in &report.files {
         for why in inconsistencies(&f.verify, &f.sha256) {
             blockers.push(Blocker::new(
-                3,
                 BlockerCode::ReleaseReport,
                 &format!("{REPORT_JSON}: {}", f.name),
                 why,
@@ -50,7 +49,6 @@ fn known_files_only(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Block
     for rel in &report.source_files {
         if !copied_ok(rel) {
             blockers.push(Blocker::new(
-                3,
                 BlockerCode::ReleaseFiles,
                 rel,
                 "report.json lists a source file a release never copies".into(),
@@ -70,7 +68,6 @@ fn known_files_only(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Block
             || (report.source_files.contains(&rel) && copied_ok(&rel));
         if !known {
             blockers.push(Blocker::new(
-                3,
                 BlockerCode::ReleaseFiles,
                 &rel,
                 "not a file the release writes or copies".into(),
@@ -92,7 +89,6 @@ fn recorded_hashes(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Blocke
             .any(|i| i.source_file.is_none())
         {
             blockers.push(Blocker::new(
-                3,
                 BlockerCode::ReleaseReport,
                 &format!("{REPORT_JSON}: {}", f.name),
                 "an HF input is recorded without its source_file".into(),
@@ -116,7 +112,6 @@ fn recorded_hashes(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Blocke
                 };
                 if *have != i.sha256 {
                     blockers.push(Blocker::new(
-                        3,
                         BlockerCode::ReleaseSha256,
                         rel,
                         format!(

@@ -6,26 +6,28 @@
 //! byte-identical folder. What differs between runs (timestamps, timings, the folder's own
 //! path) goes only into [`RECEIPT`], which the manifest does not cover.
 //!
-//! Gate 3 ([`gate3`]): `SHA256SUMS` re-checked as `sha256sum -c` would; each released GGUF's
-//! sha256 equal to the bytes `verify` judged; and llama.cpp's outputs re-measured from the
-//! release folder's copy identical to those of the verified input ([`fingerprint`]).
+//! Gate 3 ([`gate3`]): the one Gate 3 of `verify::gate3` (`SHA256SUMS` re-checked as
+//! `sha256sum -c` would; each released GGUF the bytes `verify` judged; llama.cpp's outputs
+//! re-measured from the folder's copy identical to the verified input's), plus what a release
+//! folder must hold by its report.json (`structure`, `consistency`).
 
 pub mod card;
 pub mod consistency;
-pub mod fingerprint;
+mod html;
 pub mod source;
-pub mod sums;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::threads::Threads;
+pub use crate::verify::gate3::sums::{self, RECEIPT};
+use crate::verify::gate3::{self, plain_name, Shipped};
+pub use crate::verify::gate3::{fingerprint, Gate3, Gate3File};
 use crate::verify::{self, Blocker, BlockerCode, Verdict, VerifyOptions, VerifyReport};
 use fingerprint::Fingerprint;
 
-/// The receipt of the run that built a release folder (not covered by `SHA256SUMS`).
-pub const RECEIPT: &str = "receipt.json";
 /// The machine-readable report of a release folder.
 pub const REPORT_JSON: &str = "report.json";
 /// Largest report.json `release --check` reads (a three-file release's is ~1 MB).
@@ -47,7 +49,7 @@ pub struct ReleaseOptions {
     /// The source's hub id for the card's `base_model` (e.g. `HuggingFaceTB/SmolLM2-135M-Instruct`).
     pub base_model: Option<String>,
     /// llama.cpp threads (fixed: llama.cpp's outputs are reproducible for one thread count).
-    pub threads: i32,
+    pub threads: Threads,
 }
 
 /// One shipped GGUF.
@@ -78,7 +80,7 @@ pub struct ReleaseReport {
     pub quantgate: String,
     pub llama_cpp: String,
     /// llama.cpp threads of every measurement.
-    pub threads: i32,
+    pub threads: Threads,
     /// The source folder's name, and its hub id if given.
     pub source: String,
     pub base_model: Option<String>,
@@ -90,31 +92,6 @@ pub struct ReleaseReport {
     pub files: Vec<ReleasedFile>,
     /// The command that reproduces the folder.
     pub command: String,
-}
-
-/// Gate 3 on one released GGUF.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Gate3File {
-    /// File name in the release folder.
-    pub name: String,
-    /// sha256 of the released copy.
-    pub sha256: String,
-    /// Whether it equals the sha256 of the verified input.
-    pub same_bytes_as_verified: bool,
-    /// Outputs re-measured and whether all are identical to the verified file's.
-    pub remeasured: usize,
-    pub identical: bool,
-}
-
-/// Gate 3 on a release folder.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Gate3 {
-    /// Files `SHA256SUMS` lists and were re-hashed.
-    pub files_hashed: usize,
-    /// Each GGUF report.json names, checked.
-    pub files: Vec<Gate3File>,
-    /// Every Gate 3 failure (empty: Gate 3 passes).
-    pub blockers: Vec<Blocker>,
 }
 
 /// A release run: the report written into the folder, Gate 3 and the package verdict.
@@ -346,7 +323,7 @@ fn assemble(opts: &ReleaseOptions, dir: &Path, files: Vec<ReleasedFile>) -> Resu
     )?;
     write_file(
         &dir.join("report.html"),
-        crate::html::release_page(&report)?.as_bytes(),
+        html::release_page(&report)?.as_bytes(),
     )?;
     write_file(&dir.join("README.md"), card::model_card(&report).as_bytes())?;
     sums::write(dir)?;
@@ -390,79 +367,28 @@ fn write_file(p: &Path, bytes: &[u8]) -> Result<()> {
 /// the re-measured outputs.
 ///
 /// Errors: a file that exists but cannot be read; llama.cpp failing to run a file it loaded.
-pub fn gate3(dir: &Path, report: &ReleaseReport, threads: i32) -> Result<Gate3> {
-    let mut blockers = Vec::new();
-    let (files_hashed, problems) = sums::check(dir)?;
-    for p in &problems {
-        blockers.push(Blocker::new(
-            3,
-            BlockerCode::ReleaseSha256,
-            p.file(),
-            p.to_string(),
-        ));
-    }
-    structure(dir, report, &mut blockers)?;
-    consistency::check(dir, report, &mut blockers)?;
-    let mut files = Vec::new();
-    for f in &report.files {
-        if !plain_name(&f.name) {
-            continue;
-        }
-        let path = dir.join(&f.name);
-        if !path.is_file() {
-            blockers.push(Blocker::new(
-                3,
-                BlockerCode::ReleaseFiles,
-                &f.name,
-                "absent from the release folder".into(),
-            ));
-            continue;
-        }
-        let sha256 = crate::hash::sha256_file(&path)?;
-        let same = sha256 == f.sha256;
-        let bytes = std::fs::metadata(&path)?.len();
-        if bytes != f.bytes {
-            blockers.push(Blocker::new(
-                3,
-                BlockerCode::ReleaseNotVerified,
-                &f.name,
-                format!("{bytes} bytes; report.json records {}", f.bytes),
-            ));
-        }
-        if !same {
-            blockers.push(Blocker::new(
-                3,
-                BlockerCode::ReleaseNotVerified,
-                &f.name,
-                format!("sha256 {sha256}; the verified file's was {}", f.sha256),
-            ));
-        }
-        let (remeasured, identical) = remeasure(&path, f, threads, &mut blockers)?;
-        files.push(Gate3File {
+pub fn gate3(dir: &Path, report: &ReleaseReport, threads: Threads) -> Result<Gate3> {
+    let shipped: Vec<Shipped> = report
+        .files
+        .iter()
+        .map(|f| Shipped {
             name: f.name.clone(),
-            sha256,
-            same_bytes_as_verified: same,
-            remeasured,
-            identical,
-        });
-    }
-    Ok(Gate3 {
-        files_hashed,
-        files,
-        blockers,
-    })
-}
-
-/// A bare file name: no folder part, not `.`/`..`, not empty.
-fn plain_name(n: &str) -> bool {
-    !n.is_empty() && n != "." && n != ".." && !n.contains('/') && !n.contains('\0')
+            sha256: f.sha256.clone(),
+            bytes: f.bytes,
+            fingerprint: f.fingerprint.clone(),
+        })
+        .collect();
+    let mut g3 = gate3::check(dir, &shipped, threads)?;
+    structure(dir, report, &mut g3.blockers)?;
+    consistency::check(dir, report, &mut g3.blockers)?;
+    Ok(g3)
 }
 
 /// What the folder must hold by report.json: every GGUF it names (bare names) and no other,
 /// the card and reports, every source file; and gates 1–2 GO for every file.
 fn structure(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Blocker>) -> Result<()> {
     let mut b = |code, subject: &str, detail: String| {
-        blockers.push(Blocker::new(3, code, subject, detail));
+        blockers.push(Blocker::new(code, subject, detail));
     };
     let named: Vec<&str> = report.files.iter().map(|f| f.name.as_str()).collect();
     for n in &named {
@@ -471,15 +397,6 @@ fn structure(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Blocker>) ->
                 BlockerCode::ReleaseFiles,
                 n,
                 "report.json names a file outside the folder".into(),
-            );
-        }
-    }
-    for rel in sums::covered_files(dir)? {
-        if rel.ends_with(".gguf") && !named.contains(&rel.as_str()) {
-            b(
-                BlockerCode::ReleaseFiles,
-                &rel,
-                "a GGUF report.json does not name (never verified)".into(),
             );
         }
     }
@@ -521,45 +438,10 @@ fn structure(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Blocker>) ->
     Ok(())
 }
 
-/// Re-measures one released GGUF; a blocker when llama.cpp refuses it or its outputs differ.
-fn remeasure(
-    path: &Path,
-    f: &ReleasedFile,
-    threads: i32,
-    blockers: &mut Vec<Blocker>,
-) -> Result<(usize, bool)> {
-    let again = match fingerprint::measure(path, f.fingerprint.kind, threads) {
-        Ok(x) => x,
-        Err(e) => {
-            blockers.push(Blocker::new(
-                3,
-                BlockerCode::ReleaseRemeasure,
-                &f.name,
-                format!("llama.cpp cannot run the released file: {e:#}"),
-            ));
-            return Ok((0, false));
-        }
-    };
-    let diff = fingerprint::first_difference(&f.fingerprint, &again);
-    if let Some(i) = diff {
-        blockers.push(Blocker::new(
-            3,
-            BlockerCode::ReleaseRemeasure,
-            &f.name,
-            format!(
-                "re-measured {:?} differs from the verified file's at output {i} of {}",
-                f.fingerprint.kind,
-                f.fingerprint.values.len()
-            ),
-        ));
-    }
-    Ok((again.values.len(), diff.is_none()))
-}
-
 /// `release --check DIR`: Gate 3 on an existing release folder, against its own report.json.
 ///
 /// Errors: report.json missing or not a release report (naming the file).
-pub fn check(dir: &Path, threads: i32) -> Result<(Verdict, Gate3)> {
+pub fn check(dir: &Path, threads: Threads) -> Result<(Verdict, Gate3)> {
     let p = dir.join(REPORT_JSON);
     let text = crate::paths::read_text_capped(&p, REPORT_MAX_BYTES)?;
     let report: ReleaseReport = serde_json::from_str(&text)

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 /// Files copied from the source when present, relative to the folder. License files are
 /// matched separately ([`is_license_file`]).
-pub const COPIED: &[&str] = crate::convert::hf::SIDE_FILES;
+pub const COPIED: &[&str] = crate::source::hf::SIDE_FILES;
 
 /// `LICENSE`, `LICENSE.txt`, `LICENCE.md`, `NOTICE`, `USE_POLICY.md`, … at the folder's top.
 pub fn is_license_file(name: &str) -> bool {
@@ -60,14 +60,14 @@ pub struct CardMeta {
     pub pipeline_tag: Option<String>,
 }
 
-/// Reads the front matter of `dir/README.md` ([`crate::convert::card::load`]). No card or no
+/// Reads the front matter of `dir/README.md` ([`crate::source::card::load`]). No card or no
 /// front matter gives the default (every field absent).
 ///
 /// Errors: README.md exists but cannot be read, or its front matter is not YAML (naming the
 /// file).
 pub fn card_meta(dir: &Path) -> Result<CardMeta> {
-    use crate::convert::card::{yaml_list, yaml_str};
-    let y = crate::convert::card::load(dir)?;
+    use crate::source::card::{yaml_list, yaml_str};
+    let y = crate::source::card::load(dir)?;
     let s = |k: &str| yaml_str(&y[k]);
     let list = |k: &str| yaml_list(&y[k]).unwrap_or_default();
     Ok(CardMeta {

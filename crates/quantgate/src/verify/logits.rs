@@ -7,6 +7,7 @@ use llama_runtime::{Context, ContextParams, Model};
 use serde::{Deserialize, Serialize};
 
 use super::vectors::cosine;
+use crate::threads::Threads;
 
 /// Measurements.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -169,9 +170,9 @@ pub fn check(
     reference: &reference::decoder::Decoder,
     hf: &reference::tokenizer::HfTokenizer,
     texts: &[String],
-    threads: i32,
+    threads: Threads,
 ) -> Result<LogitsReport> {
-    let mut ctx = Context::new(model, ContextParams::logits(512, 512, threads))?;
+    let mut ctx = Context::new(model, ContextParams::logits(512, 512, threads.get()))?;
     let mut seqs = Vec::new();
     for t in texts {
         let ids = hf.encode(t, true)?;

@@ -52,7 +52,7 @@ pub enum BlockerCode {
     /// `general.alignment`, … (the reader's own error line in the detail).
     GgufRefused,
     /// Gate 1: a config.json field quantgate cannot account for, or a value llama.cpp does
-    /// not run the same way (`convert::fields`).
+    /// not run the same way (`source::fields`).
     ConfigField,
     /// Gate 1: a metadata key the sources imply is absent.
     MetadataMissing,
@@ -108,14 +108,8 @@ pub enum BlockerCode {
     LogitsTop1,
     /// Gate 2: mean KLD above the threshold.
     LogitsKld,
-    /// Gate 3: the release folder's files cannot be hashed or are incomplete.
+    /// Gate 3: the release folder's files are incomplete, or hold a GGUF that was not verified.
     ReleaseFiles,
-    /// Gate 3: a re-measured vector differs from Gate 2's.
-    ReleaseVector,
-    /// Gate 3: re-measured top-1 retrieval differs from Gate 2's.
-    ReleaseTop1,
-    /// Gate 3: no Gate 2 measurement to compare with.
-    ReleaseNoBaseline,
     /// Gate 3 (release): a file differs from `SHA256SUMS`, is missing, or is not listed.
     ReleaseSha256,
     /// Gate 3 (release): a released GGUF is not the bytes `verify` judged.
@@ -128,6 +122,39 @@ pub enum BlockerCode {
     ReleaseReport,
     /// Gate 3 (release --check): the release report records a NO-GO of gates 1–2.
     ReleaseGates12,
+}
+
+impl BlockerCode {
+    /// The gate whose check this code is (0 = set-up: protocol, inputs). A code belongs to one
+    /// gate, so a blocker's gate is never given separately from its code.
+    pub fn gate(self) -> u8 {
+        use BlockerCode::*;
+        match self {
+            ThresholdUndeclared => 0,
+            GgufRefused
+            | ConfigField
+            | MetadataMissing
+            | MetadataMismatch
+            | MetadataUnexpected
+            | TensorOrder
+            | TokenizerInexpressible
+            | TensorMissing
+            | TensorUnexpected
+            | TensorTruncated
+            | TensorShape
+            | TensorType
+            | TensorBits
+            | SourceQuantization
+            | AffineFields
+            | AffineValues
+            | FallbackBits => 1,
+            QualityBudget | LlamaLoad | ArchitectureMismatch | NonFinite | TokenizerNoMode
+            | VectorsCosine | VectorsTop1 | VectorsPooling | LogitsNotMeasured | LogitsCosine
+            | LogitsTop1 | LogitsKld => 2,
+            ReleaseFiles | ReleaseSha256 | ReleaseNotVerified | ReleaseRemeasure
+            | ReleaseReport | ReleaseGates12 => 3,
+        }
+    }
 }
 
 impl std::fmt::Display for BlockerCode {
@@ -151,10 +178,10 @@ pub struct Blocker {
 }
 
 impl Blocker {
-    /// A blocker of `gate` with `code` about `subject`.
-    pub fn new(gate: u8, code: BlockerCode, subject: &str, detail: String) -> Blocker {
+    /// A blocker with `code` (of gate [`BlockerCode::gate`]) about `subject`.
+    pub fn new(code: BlockerCode, subject: &str, detail: String) -> Blocker {
         Blocker {
-            gate,
+            gate: code.gate(),
             code,
             subject: subject.into(),
             detail,
@@ -172,7 +199,7 @@ mod tests {
             (BlockerCode::ThresholdUndeclared, "threshold-undeclared"),
             (BlockerCode::TensorBits, "tensor-bits"),
             (BlockerCode::VectorsTop1, "vectors-top1"),
-            (BlockerCode::ReleaseNoBaseline, "release-no-baseline"),
+            (BlockerCode::ReleaseRemeasure, "release-remeasure"),
         ] {
             assert_eq!(serde_json::to_value(c).unwrap(), name);
             assert_eq!(c.to_string(), name);

@@ -6,11 +6,12 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use super::logits::LogitsReport;
-use super::{Blocker, BlockerCode};
+use super::outcome::{Blocker, BlockerCode};
+use crate::threads::Threads;
 
 /// Tokens per chunk of the PPL slice.
 pub const PPL_CTX: usize = 512;
@@ -64,102 +65,11 @@ pub struct Quality {
     pub budget: Option<Budget>,
 }
 
-/// One `[budget.FTYPE]` table as declared: only the three items, each optional.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BudgetTable {
-    max_mean_kld: Option<f64>,
-    min_same_top_p: Option<f64>,
-    max_ppl_ratio: Option<f64>,
-}
-
-/// Every `[budget.FTYPE]` table of a protocol's `budget` value, each checked so that it can
-/// bind: FTYPE a llama.cpp file type name (`Q4_K_M`), only the three items, at least one
-/// declared, each a finite number in range (mean KLD ≥ 0, same top p in [0, 1], PPL ratio > 0).
-/// A NaN, a negative budget, an unknown key or ftype would never block anything.
-///
-/// Errors: every problem, each naming `budget.FTYPE.ITEM`.
-pub fn parse_budgets(budget: &toml::Value) -> std::result::Result<Vec<Budget>, Vec<String>> {
-    let mut problems = Vec::new();
-    let mut out = Vec::new();
-    let Some(t) = budget.as_table() else {
-        return Err(vec!["budget: not a table of [budget.FTYPE] tables".into()]);
-    };
-    for (ftype, v) in t {
-        if gguf::LlamaFtype::by_name(ftype).is_none() {
-            problems.push(format!(
-                "budget.{ftype}: not a llama.cpp file type (e.g. Q4_K_M, Q8_0)"
-            ));
-            continue;
-        }
-        let b: BudgetTable = match v.clone().try_into() {
-            Ok(b) => b,
-            Err(e) => {
-                problems.push(format!(
-                    "budget.{ftype}: {} (the items are max_mean_kld, min_same_top_p, max_ppl_ratio)",
-                    e.to_string().trim()
-                ));
-                continue;
-            }
-        };
-        let items = [
-            ("max_mean_kld", b.max_mean_kld, 0.0, f64::INFINITY, "≥ 0"),
-            ("min_same_top_p", b.min_same_top_p, 0.0, 1.0, "in [0, 1]"),
-            (
-                "max_ppl_ratio",
-                b.max_ppl_ratio,
-                f64::MIN_POSITIVE,
-                f64::INFINITY,
-                "> 0",
-            ),
-        ];
-        if items.iter().all(|(_, x, ..)| x.is_none()) {
-            problems.push(format!("budget.{ftype}: declares no item"));
-        }
-        for (k, x, lo, hi, range) in items {
-            if let Some(x) = x {
-                if !(x.is_finite() && x >= lo && x <= hi) {
-                    problems.push(format!(
-                        "budget.{ftype}.{k}: {x} is not a finite number {range}"
-                    ));
-                }
-            }
-        }
-        out.push(Budget {
-            ftype: ftype.clone(),
-            max_mean_kld: b.max_mean_kld,
-            min_same_top_p: b.min_same_top_p,
-            max_ppl_ratio: b.max_ppl_ratio,
-        });
-    }
-    if problems.is_empty() {
-        Ok(out)
-    } else {
-        Err(problems)
-    }
-}
-
-/// The `[budget.FTYPE]` table of the protocol at `path`, if declared. Every budget table of
-/// the protocol is checked ([`parse_budgets`]), not only this ftype's.
-///
-/// Errors: an unreadable protocol, or any budget problem (naming the protocol and the key).
-pub fn budget_from_protocol(path: &Path, ftype: &str) -> Result<Option<Budget>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("{}: cannot read protocol", path.display()))?;
-    let v: toml::Value =
-        toml::from_str(&text).with_context(|| format!("{}: invalid TOML", path.display()))?;
-    let Some(b) = v.get("budget") else {
-        return Ok(None);
-    };
-    let budgets = parse_budgets(b).map_err(|p| anyhow!("{}: {}", path.display(), p.join("; ")))?;
-    Ok(budgets.into_iter().find(|b| b.ftype == ftype))
-}
-
 /// PPL of the file (llama.cpp) and of the HF source (reference) on the first
 /// [`PPL_CHUNKS`] × [`PPL_CTX`] tokens of `text`.
 ///
 /// Errors: unreadable text, too few tokens, a failed forward.
-pub fn ppl_pair(gguf: &Path, hf_dir: &Path, text: &Path, threads: i32) -> Result<QualityPpl> {
+pub fn ppl_pair(gguf: &Path, hf_dir: &Path, text: &Path, threads: Threads) -> Result<QualityPpl> {
     let body = crate::eval::ppl::read_text(text)?;
     let params = crate::eval::ppl::PplParams {
         n_ctx: PPL_CTX as u32,
@@ -223,7 +133,7 @@ pub fn judge(q: &Quality, blockers: &mut Vec<Blocker>) {
             Some(_) => None,
         };
         if let Some(d) = detail {
-            blockers.push(Blocker::new(2, BlockerCode::QualityBudget, &subject, d));
+            blockers.push(Blocker::new(BlockerCode::QualityBudget, &subject, d));
         }
     }
 }
@@ -260,46 +170,4 @@ pub fn lines(q: &Quality) -> Vec<String> {
         }
     });
     out
-}
-
-#[cfg(test)]
-mod budget_tests {
-    use super::*;
-
-    fn parse(text: &str) -> std::result::Result<Vec<Budget>, Vec<String>> {
-        let v: toml::Value = toml::from_str(text).unwrap();
-        parse_budgets(&v["budget"])
-    }
-
-    #[test]
-    fn budgets_that_cannot_bind_are_refused_by_name() {
-        let ok = parse("[budget.Q4_K_M]\nmax_mean_kld = 0.1\nmax_ppl_ratio = 1.1\n").unwrap();
-        assert_eq!(ok[0].max_ppl_ratio, Some(1.1));
-        for (text, want) in [
-            (
-                "[budget.Q4_K_M]\nmax_ppl_ratio = nan\n",
-                "budget.Q4_K_M.max_ppl_ratio: NaN",
-            ),
-            (
-                "[budget.Q4_K_M]\nmax_mean_kld = -0.1\n",
-                "budget.Q4_K_M.max_mean_kld: -0.1",
-            ),
-            (
-                "[budget.Q4_K_M]\nmin_same_top_p = 1.5\n",
-                "budget.Q4_K_M.min_same_top_p: 1.5",
-            ),
-            (
-                "[budget.Q4_K_M]\nmax_kld = 0.1\n",
-                "budget.Q4_K_M: unknown field `max_kld`",
-            ),
-            (
-                "[budget.Q4_K_X]\nmax_mean_kld = 0.1\n",
-                "budget.Q4_K_X: not a llama.cpp file type",
-            ),
-            ("[budget.Q8_0]\n", "budget.Q8_0: declares no item"),
-        ] {
-            let e = parse(text).unwrap_err().join("; ");
-            assert!(e.contains(want), "{text}: {e}");
-        }
-    }
 }

@@ -149,12 +149,21 @@ fn gate2_logits(s: &mut String, r: &VerifyReport) {
     }
 }
 
-/// The Gate 3 section with its manifest, if that gate ran.
+/// The Gate 3 section, if that gate ran: files hashed against `SHA256SUMS`, and each shipped
+/// GGUF's bytes and re-measured outputs.
 fn gate3(s: &mut String, r: &VerifyReport) {
     if let Some(g) = &r.gate3 {
-        let _ = writeln!(s, "\n## Gate 3: release\n\n- {} · n_embd {} · load {:.0} ms · embed {:.0} ms · top-1 {:?}\n\n| file | sha256 |\n|---|---|", g.gguf, g.n_embd, g.load_ms, g.embed_ms, g.top1);
-        for m in &g.manifest {
-            let _ = writeln!(s, "| {} | `{}` |", m.path, m.sha256);
+        let _ = writeln!(
+            s,
+            "\n## Gate 3: release\n\n- {} files hashed against SHA256SUMS\n\n| file | sha256 | verified bytes | outputs re-measured | identical |\n|---|---|---|---:|---|",
+            g.files_hashed
+        );
+        for f in &g.files {
+            let _ = writeln!(
+                s,
+                "| {} | `{}` | {} | {} | {} |",
+                f.name, f.sha256, f.same_bytes_as_verified, f.remeasured, f.identical
+            );
         }
     }
 }
@@ -186,6 +195,6 @@ pub fn write(dir: &Path, r: &VerifyReport) -> Result<()> {
     crate::paths::write_atomic(&dir.join("report.md"), markdown(r).as_bytes())?;
     crate::paths::write_atomic(
         &dir.join("report.html"),
-        crate::html::verify_page(r)?.as_bytes(),
+        super::html::verify_page(r)?.as_bytes(),
     )
 }

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 
 use super::{expand, resources, Blocker, BlockerCode, InputHash, VerifyOptions};
-use crate::convert::{self, arch::Arch, hf::HfDir};
 use crate::hash::sha256_file;
+use crate::source::{arch::Arch, hf::HfDir};
 
 /// The inputs every gate reads, opened once.
 pub(super) struct Sources {
@@ -22,8 +22,8 @@ pub(super) struct Sources {
     /// Stored ggml type ids, in file order.
     pub(super) types: Vec<u32>,
     pub(super) vocab_only: bool,
-    pub(super) tok: convert::tokenizer::LoadedTokenizer,
-    pub(super) vocab: convert::vocab::Vocab,
+    pub(super) tok: crate::source::tokenizer::LoadedTokenizer,
+    pub(super) vocab: crate::source::vocab::Vocab,
     pub(super) pooling: Option<reference::pooling::Pooling>,
     /// The file's `general.architecture` when it is not the HF folder's ([`architecture_mismatch`]).
     pub(super) arch_mismatch: Option<String>,
@@ -67,7 +67,7 @@ pub(super) fn hash_hf_inputs(opts: &VerifyOptions) -> Result<Vec<InputHash>> {
     let mut inputs = Vec::new();
     // Every source file a release may ship (so `release --check` can hold each shipped copy
     // against the hash verify recorded), and the SentencePiece model.
-    for name in convert::hf::SIDE_FILES
+    for name in crate::source::hf::SIDE_FILES
         .iter()
         .copied()
         .chain(["tokenizer.model"])
@@ -93,7 +93,7 @@ fn open_stored(opts: &VerifyOptions, f: &mut Findings) -> Result<Option<StoredVi
     let subject = opts.gguf.display().to_string();
     let mut refused = |detail: String| {
         f.blockers
-            .push(Blocker::new(1, BlockerCode::GgufRefused, &subject, detail));
+            .push(Blocker::new(BlockerCode::GgufRefused, &subject, detail));
     };
     let ours = gguf::Header::read_infos(&opts.gguf);
     let c = match llama_runtime::CGguf::open(&opts.gguf) {
@@ -126,10 +126,10 @@ pub(super) fn open_sources(opts: &VerifyOptions, f: &mut Findings) -> Result<Opt
     let types: Vec<u32> = c.tensors().iter().map(|t| t.type_id).collect();
     let vocab_only = types.is_empty();
     let hf = HfDir::open(&opts.hf_dir, !vocab_only)?;
-    let arch = convert::arch_of(&hf)?;
-    let tok = convert::tokenizer::load(&opts.hf_dir)?;
+    let arch = crate::source::arch_of(&hf)?;
+    let tok = crate::source::tokenizer::load(&opts.hf_dir)?;
     f.notes.extend(tok.notes.iter().cloned());
-    let vocab = convert::vocab::build(
+    let vocab = crate::source::vocab::build(
         &opts.hf_dir,
         &tok.json,
         &hf.tokenizer_config,

@@ -11,7 +11,7 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use candle_core::{Device, Tensor};
 
-use crate::convert::{arch, arch::Arch, hf::HfDir};
+use crate::source::{arch, arch::Arch, hf::HfDir};
 
 /// Rows of `x` (`rows × cols`) back from llama.cpp's adjacent-pair order to HF's rotate-half
 /// order, per head of `rows / heads` rows: HF row `j·(hd/2) + i` is stored row `2i + j`
@@ -94,10 +94,10 @@ impl StoredBackend {
         let mut slots = HashMap::new();
         for src in &hf.tensors {
             // A packed module's codes stand for its `.weight`, shaped as the file stores it.
-            let (hf_name, source_shape) = match super::gate1_packed::role(&src.name) {
-                super::gate1_packed::Role::Codes(m) => (format!("{m}.weight"), None),
-                super::gate1_packed::Role::Part => continue,
-                super::gate1_packed::Role::Plain => (src.name.clone(), Some(&src.shape)),
+            let (hf_name, source_shape) = match super::gate1::role(&src.name) {
+                super::gate1::Role::Codes(m) => (format!("{m}.weight"), None),
+                super::gate1::Role::Part => continue,
+                super::gate1::Role::Plain => (src.name.clone(), Some(&src.shape)),
             };
             let Some(m) = arch::map_tensor(a, &hf_name)? else {
                 continue;
@@ -226,7 +226,7 @@ mod tests {
     fn unpermute_inverts_the_converters_permutation() {
         // 2 heads of 4 rows, 3 columns: every value distinct.
         let x: Vec<f32> = (0..24).map(|v| v as f32).collect();
-        let stored = crate::convert::permute_qk(&x, 8, 2);
+        let stored = crate::source::permute::permute_qk(&x, 8, 2);
         assert_ne!(stored, x);
         assert_eq!(unpermute_qk(&stored, 8, 2), x);
         // HF row 1 (j = 0, i = 1) is stored as row 2.

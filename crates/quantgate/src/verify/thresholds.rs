@@ -3,9 +3,6 @@
 //! (`vector_checks`, `logits_checks` → `judge`). `rejudge` does the same for a recorded
 //! report (`release --check`).
 
-use std::path::Path;
-
-use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
 use super::{logits, quality, vectors, Blocker, BlockerCode, VerifyReport};
@@ -52,72 +49,6 @@ pub const THRESHOLD_NAMES: &[&str] = &[
     "min_logits_top1_agreement",
     "max_mean_kld",
 ];
-
-/// Loads thresholds from a protocol TOML file (`[thresholds]` table). Every threshold must be
-/// declared there: an undeclared one is a blocker, never a default.
-pub fn thresholds_from_protocol(path: &Path, blockers: &mut Vec<Blocker>) -> Result<Thresholds> {
-    crate::paths::ensure_regular_file(path)?;
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("{}: cannot read protocol", path.display()))?;
-    let v: toml::Value =
-        toml::from_str(&text).with_context(|| format!("{}: invalid TOML", path.display()))?;
-    let table = v.get("thresholds").and_then(|t| t.as_table());
-    // A threshold that can never bind (unknown, NaN, out of range) is refused, not measured.
-    let mut problems: Vec<String> = table
-        .into_iter()
-        .flat_map(|t| t.keys())
-        .filter(|k| !THRESHOLD_NAMES.contains(&k.as_str()))
-        .map(|k| {
-            format!(
-                "thresholds.{k}: unknown (expected {})",
-                THRESHOLD_NAMES.join(", ")
-            )
-        })
-        .collect();
-    for (k, x) in table.into_iter().flatten() {
-        let x = x.as_float().or_else(|| x.as_integer().map(|i| i as f64));
-        let ok = match x {
-            Some(x) if k == "max_mean_kld" => x.is_finite() && x >= 0.0,
-            Some(x) => (0.0..=1.0).contains(&x),
-            None => false,
-        };
-        if THRESHOLD_NAMES.contains(&k.as_str()) && !ok {
-            problems.push(format!(
-                "thresholds.{k}: not a number in range (cosines and agreements in [0, 1], KLD ≥ 0)"
-            ));
-        }
-    }
-    anyhow::ensure!(
-        problems.is_empty(),
-        "{}: {}",
-        path.display(),
-        problems.join("; ")
-    );
-    let mut get = |name: &str| -> f64 {
-        match table
-            .and_then(|t| t.get(name))
-            .and_then(|x| x.as_float().or_else(|| x.as_integer().map(|i| i as f64)))
-        {
-            Some(x) => x,
-            None => {
-                blockers.push(Blocker::new(
-                    0,
-                    BlockerCode::ThresholdUndeclared,
-                    name,
-                    format!("{} does not declare thresholds.{name}; thresholds are fixed before measuring, never defaulted", path.display()),
-                ));
-                f64::NAN
-            }
-        }
-    };
-    Ok(Thresholds {
-        min_cosine: get("min_cosine"),
-        min_top1_agreement: get("min_top1_agreement"),
-        min_logits_cosine: get("min_logits_cosine"),
-        min_logits_top1_agreement: get("min_logits_top1_agreement"),
-        max_mean_kld: get("max_mean_kld"),
-    })
-}
 
 /// How a measured value is held against its threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,7 +169,6 @@ pub fn rejudge(v: &VerifyReport, blockers: &mut Vec<Blocker>) {
     let g = &v.gate1;
     if g.bit_identical != g.tensors || g.metadata_matching != g.metadata_keys {
         blockers.push(Blocker::new(
-            1,
             BlockerCode::TensorBits,
             "gate1",
             format!(
@@ -261,7 +191,7 @@ pub fn rejudge(v: &VerifyReport, blockers: &mut Vec<Blocker>) {
 pub(super) fn judge(checks: Vec<ThresholdCheck>, blockers: &mut Vec<Blocker>) {
     for c in checks {
         if !c.passes() {
-            blockers.push(Blocker::new(2, c.code, &c.subject, c.detail));
+            blockers.push(Blocker::new(c.code, &c.subject, c.detail));
         }
     }
 }

@@ -81,9 +81,62 @@ pub struct TokenizerReport {
     pub matching_modes: Vec<Mode>,
     /// Texts gated.
     pub texts: usize,
-    /// Known limitations: texts the HF normalizer changes (NFC …) that llama.cpp leaves as is,
-    /// with whether they still matched in the best mode.
-    pub limitations: Vec<String>,
+    /// Known limitations: texts measured but not gated, with whether they still matched.
+    pub limitations: Vec<Limitation>,
+}
+
+/// Why a text is measured and reported rather than gated: a difference between HF and
+/// llama.cpp that lies outside the conversion ([`known_divergence`], and tokenizer.json's
+/// Unicode normalization, which llama.cpp does not apply).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Divergence {
+    /// llama.cpp forces an end-of-generation text the vocabulary keeps as ordinary text to a
+    /// control token.
+    ForcedControl,
+    /// WordPiece: llama.cpp drops the Hangul jamo HF keeps after NFD.
+    HangulJamo,
+    /// WordPiece: llama.cpp strips spacing combining marks (Mc) as accents.
+    SpacingMarks,
+    /// tokenizer.json normalizes Unicode (NFC …); llama.cpp does not.
+    UnicodeNormalization,
+}
+
+impl Divergence {
+    /// The sentence the reports and the model card print.
+    pub fn why(self) -> &'static str {
+        match self {
+            Divergence::ForcedControl => "llama.cpp forces an end-of-generation text (e.g. \"</s>\") that this vocabulary keeps as ordinary text to a control token",
+            Divergence::HangulJamo => "Hangul: llama.cpp's WordPiece normalization drops the jamo HF keeps after NFD",
+            Divergence::SpacingMarks => "spacing combining marks (Mc): llama.cpp strips them as accents, HF keeps them",
+            Divergence::UnicodeNormalization => "tokenizer.json applies Unicode normalization, llama.cpp does not",
+        }
+    }
+}
+
+/// One text measured but not gated.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Limitation {
+    /// Why it is not gated.
+    pub divergence: Divergence,
+    /// The text (a corpus text cut to 200 characters; a normalization probe whole).
+    pub text: String,
+    /// Whether llama.cpp's ids still equal HF's on it.
+    pub same_ids: bool,
+}
+
+impl std::fmt::Display for Limitation {
+    /// `WHY: "TEXT" still matches` or `… gives different ids` (with advice for normalization).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let outcome = match (self.same_ids, self.divergence) {
+            (true, _) => "still matches",
+            (false, Divergence::UnicodeNormalization) => {
+                "gives different ids (feed NFC-normalized text to llama.cpp)"
+            }
+            (false, _) => "gives different ids",
+        };
+        write!(f, "{}: {:?} {outcome}", self.divergence.why(), self.text)
+    }
 }
 
 /// How llama.cpp's ids `ll` differ from HF's `hf`: `special-token offset: …` naming the id one
@@ -200,7 +253,7 @@ fn bert_strips_accents(tj: &serde_json::Value) -> bool {
 /// list (`</s>`, `<|im_end|>`, `<eos>` …, `src/llama-vocab.cpp`) to CONTROL even when the model
 /// says they are ordinary vocabulary, so with parse_special it splits such text out as one token
 /// where HF tokenizes it as text.
-pub fn known_divergence(tj: &serde_json::Value, text: &str) -> Option<&'static str> {
+pub fn known_divergence(tj: &serde_json::Value, text: &str) -> Option<Divergence> {
     use unicode_categories::UnicodeCategories;
     let added_special = |s: &str| {
         tj["added_tokens"].as_array().is_some_and(|a| {
@@ -213,7 +266,7 @@ pub fn known_divergence(tj: &serde_json::Value, text: &str) -> Option<&'static s
         .iter()
         .any(|s| text.contains(s) && in_vocab(s) && !added_special(s))
     {
-        return Some("llama.cpp forces an end-of-generation text (e.g. \"</s>\") that this vocabulary keeps as ordinary text to a control token");
+        return Some(Divergence::ForcedControl);
     }
     if !bert_strips_accents(tj) {
         return None;
@@ -222,14 +275,10 @@ pub fn known_divergence(tj: &serde_json::Value, text: &str) -> Option<&'static s
         .chars()
         .any(|c| matches!(c as u32, 0xAC00..=0xD7A3 | 0x1100..=0x11FF | 0x3130..=0x318F))
     {
-        return Some(
-            "Hangul: llama.cpp's WordPiece normalization drops the jamo HF keeps after NFD",
-        );
+        return Some(Divergence::HangulJamo);
     }
     if text.chars().any(|c| c.is_mark_spacing_combining()) {
-        return Some(
-            "spacing combining marks (Mc): llama.cpp strips them as accents, HF keeps them",
-        );
+        return Some(Divergence::SpacingMarks);
     }
     None
 }
@@ -257,20 +306,16 @@ pub fn check(
     let mut gated = Vec::new();
     for text in texts {
         match known_divergence(tj, text) {
-            Some(why) => {
+            Some(divergence) => {
                 let want = hf.encode(text, true).map_err(|e| anyhow::anyhow!("{e}"))?;
                 let got = model.tokenize(text, true, true).unwrap_or_default();
                 let same = got.len() == want.len()
                     && got.iter().zip(&want).all(|(a, b)| *a as i64 == *b as i64);
-                limitations.push(format!(
-                    "{why}: {:?} {}",
-                    cut(text),
-                    if same {
-                        "still matches"
-                    } else {
-                        "gives different ids"
-                    }
-                ));
+                limitations.push(Limitation {
+                    divergence,
+                    text: cut(text),
+                    same_ids: same,
+                });
             }
             None => gated.push(text),
         }
@@ -312,15 +357,11 @@ pub fn check(
                 .unwrap_or_default();
             let same = got.len() == want.len()
                 && got.iter().zip(&want).all(|(a, b)| *a as i64 == *b as i64);
-            limitations.push(format!(
-                "tokenizer.json applies Unicode normalization, llama.cpp does not: {:?} {}",
-                text,
-                if same {
-                    "still matches"
-                } else {
-                    "gives different ids (feed NFC-normalized text to llama.cpp)"
-                }
-            ));
+            limitations.push(Limitation {
+                divergence: Divergence::UnicodeNormalization,
+                text: text.to_string(),
+                same_ids: same,
+            });
         }
     }
     Ok(TokenizerReport {

@@ -10,6 +10,7 @@ use reference::pooling::Pooling;
 use serde::{Deserialize, Serialize};
 
 use super::corpus::{RETRIEVAL_DOCS, RETRIEVAL_QUERIES};
+use crate::source::arch::Arch;
 
 /// Cosine similarity with f64 sums (llama.cpp's `common_embd_similarity_cos`): 1 when both are
 /// zero, 0 when exactly one is.
@@ -46,13 +47,13 @@ pub enum RefModel {
 }
 
 impl RefModel {
-    /// Loads the reference for `dir` (model_type bert, or qwen3/qwen2/llama with a Pooling module).
-    pub fn load(dir: &Path, model_type: &str) -> Result<RefModel> {
+    /// Loads the reference for `dir` (BERT, or qwen3/qwen2/llama with a Pooling module).
+    pub fn load(dir: &Path, arch: Arch) -> Result<RefModel> {
         let pooling = Pooling::from_sentence_transformers(dir)?;
-        Ok(match (model_type, pooling) {
-            ("bert", p) => RefModel::Bert(reference::bert::Bert::load(dir)?, p.unwrap_or(Pooling::Cls)),
+        Ok(match (arch, pooling) {
+            (Arch::Bert, p) => RefModel::Bert(reference::bert::Bert::load(dir)?, p.unwrap_or(Pooling::Cls)),
             (_, Some(p)) => RefModel::Decoder(reference::decoder::Decoder::load(dir)?, p),
-            (t, None) => bail!("{}: {t} model without a sentence-transformers Pooling module is not an embedding model", dir.display()),
+            (a, None) => bail!("{}: {} model without a sentence-transformers Pooling module is not an embedding model", dir.display(), a.gguf_name()),
         })
     }
 
@@ -60,17 +61,17 @@ impl RefModel {
     /// the values a quantized file stores ([`super::stored`]).
     pub fn from_stored(
         dir: &Path,
-        model_type: &str,
+        arch: Arch,
         tensors: std::collections::HashMap<String, candle_core::Tensor>,
     ) -> Result<RefModel> {
         let pooling = Pooling::from_sentence_transformers(dir)?;
-        Ok(match (model_type, pooling) {
-            ("bert", p) => RefModel::Bert(
+        Ok(match (arch, pooling) {
+            (Arch::Bert, p) => RefModel::Bert(
                 reference::bert::Bert::from_tensors(dir, tensors)?,
                 p.unwrap_or(Pooling::Cls),
             ),
             (_, Some(p)) => RefModel::Decoder(reference::decoder::Decoder::from_tensors(dir, tensors)?, p),
-            (t, None) => bail!("{}: {t} model without a sentence-transformers Pooling module is not an embedding model", dir.display()),
+            (a, None) => bail!("{}: {} model without a sentence-transformers Pooling module is not an embedding model", dir.display(), a.gguf_name()),
         })
     }
 

@@ -205,7 +205,7 @@ pub fn verify_with(hf: &Path, gguf: &Path, protocol: Option<PathBuf>) -> VerifyR
         protocol,
         release: None,
         ppl_text: None,
-        threads: 2,
+        threads: quantgate::threads::Threads::DEFAULT,
         work_dir: None,
     })
     .unwrap()

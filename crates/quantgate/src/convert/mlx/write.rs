@@ -8,7 +8,8 @@ use gguf::GgmlType;
 use serde::Serialize;
 
 use super::*;
-use crate::convert::hf::HfDir;
+use crate::source::hf::HfDir;
+use crate::source::mlx::{find, QuantConfig};
 
 /// How every quantized module will be written.
 #[derive(Clone, Debug, Default)]
@@ -170,23 +171,6 @@ pub fn encode_fallback(
             rms: (sq / x.len().max(1) as f64).sqrt(),
         },
     ))
-}
-
-/// Source row of each output row under llama's Q/K permutation (identity when `heads` is
-/// `None`): output row `h·hd + 2i + j` takes source row `h·hd + j·hd/2 + i`.
-pub fn row_order(rows: usize, heads: Option<usize>) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..rows).collect();
-    if let Some(heads) = heads {
-        let hd = rows / heads;
-        for h in 0..heads {
-            for i in 0..hd / 2 {
-                for j in 0..2 {
-                    order[h * hd + 2 * i + j] = h * hd + j * (hd / 2) + i;
-                }
-            }
-        }
-    }
-    order
 }
 
 /// [`encode_exact`] straight from the packed words, rows taken in `order` (the fast path of

@@ -103,7 +103,7 @@ impl Runner<'_> {
                 os("--ubatch"),
                 os(&self.l.protocol.settings.n_ubatch.to_string()),
             ];
-            let (rc, rec) = self.eval_step::<PplResult>(&label, "ppl", args)?;
+            let (rc, rec) = self.eval_step::<PplResult>(&label, EvalKind::Ppl, args)?;
             let load_ms = *rec
                 .load_ms
                 .first()
@@ -142,7 +142,7 @@ impl Runner<'_> {
                 os("-c"),
                 os(&ctx.to_string()),
             ];
-            let (rc, rec) = self.eval_step::<HellaswagResult>(&label, "hellaswag", args)?;
+            let (rc, rec) = self.eval_step::<HellaswagResult>(&label, EvalKind::Hellaswag, args)?;
             let acc = Self::finite(&label, "acc_norm", rec.result.acc_norm)?;
             self.put(model, "acc_norm", arm, acc);
             let rss = rc.max_rss_kib as f64;
@@ -180,7 +180,7 @@ impl Runner<'_> {
             os("--chunks"),
             os(&chunks.to_string()),
         ];
-        let (rc, _) = self.eval_step::<serde::de::IgnoredAny>(&label, "kld-base", args)?;
+        let (rc, _) = self.eval_step::<serde::de::IgnoredAny>(&label, EvalKind::KldBase, args)?;
         let rss = rc.max_rss_kib as f64;
         self.put(model, "peak_rss_kib", &format!("kld-base,{base}"), rss);
         for arm in m.arms.iter().skip(1) {
@@ -190,7 +190,7 @@ impl Runner<'_> {
                 os("--base"),
                 logits.clone().into(),
             ];
-            let (rc, rec) = self.eval_step::<KldResult>(&label, "kld", args)?;
+            let (rc, rec) = self.eval_step::<KldResult>(&label, EvalKind::Kld, args)?;
             let r = &rec.result;
             let kld = Self::finite(&label, "mean_kld", r.mean_kld)?;
             let unc = Self::finite(&label, "mean_kld_unc", r.mean_kld_unc)?;
@@ -227,7 +227,7 @@ impl Runner<'_> {
             os("-r"),
             os(&replicates.to_string()),
         ]);
-        let (rc, rec) = self.eval_step::<BenchResult>(&label, "bench", args)?;
+        let (rc, rec) = self.eval_step::<BenchResult>(&label, EvalKind::Bench, args)?;
         let arm_of = |path: &str| {
             m.arms
                 .iter()

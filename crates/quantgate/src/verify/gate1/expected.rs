@@ -13,10 +13,13 @@ use gguf::Value;
 use reference::hf_config::field;
 use serde_json::Value as Json;
 
-/// The hyperparameter keys of architecture `arch` (GGUF name) that config.json implies.
+use crate::source::arch::Arch;
+
+/// The hyperparameter keys of architecture `a` that config.json implies.
 ///
 /// Errors: a RoPE or epsilon field of the wrong type (from `reference::hf_config`).
-pub fn hparams(config: &Json, arch: &str) -> Result<Vec<(String, Value)>> {
+pub fn hparams(config: &Json, a: Arch) -> Result<Vec<(String, Value)>> {
+    let arch = a.gguf_name();
     let hp = reference::hf_config::Hparams::from_config(config)?;
     let mut out = Vec::new();
     let mut put = |tpl: &str, v: Value| out.push((arch_key(tpl, arch), v));
@@ -38,7 +41,7 @@ pub fn hparams(config: &Json, arch: &str) -> Result<Vec<(String, Value)>> {
     // transformers' LlamaConfig sets head_dim = hidden_size // num_attention_heads when the
     // file has none, and llama.cpp's converter reads the config through it.
     let int = |k: &str| field(config, k).and_then(Json::as_u64);
-    if arch == "llama" && int("head_dim").is_none() {
+    if a == Arch::Llama && int("head_dim").is_none() {
         if let (Some(h), Some(n)) = (
             int("hidden_size"),
             int("num_attention_heads").filter(|n| *n > 0),
@@ -47,7 +50,7 @@ pub fn hparams(config: &Json, arch: &str) -> Result<Vec<(String, Value)>> {
             put(llm::VALUE_LENGTH, Value::U32((h / n) as u32));
         }
     }
-    if arch != "bert" {
+    if a != Arch::Bert {
         // A RoPE model without a base in config.json: llama.cpp's default (10000) applies and
         // no key is written, as in the converter; the reference runs with transformers' own
         // default, which is the same value.
@@ -126,7 +129,7 @@ mod tests {
         let config = json!({"hidden_size": 896, "num_hidden_layers": 24, "rms_norm_eps": 1e-6,
             "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
             "layer_types": ["full_attention"]});
-        let ind = hparams(&config, "qwen2").unwrap();
+        let ind = hparams(&config, Arch::Qwen2).unwrap();
         assert!(ind.contains(&("qwen2.rope.freq_base".into(), Value::F32(1e6))));
         // A converter that reads only v4's top-level rope_theta gives no freq_base.
         let mut from_converter: Vec<(String, Value)> = ind
@@ -144,7 +147,7 @@ mod tests {
     fn a_value_the_converter_misreads_is_replaced() {
         let config = json!({"rope_theta": 100000, "rms_norm_eps": 1e-5});
         let mut conv = vec![("llama.rope.freq_base".to_string(), Value::F32(10000.0))];
-        let notes = merge(&mut conv, hparams(&config, "llama").unwrap());
+        let notes = merge(&mut conv, hparams(&config, Arch::Llama).unwrap());
         assert_eq!(conv[0].1, Value::F32(100000.0));
         assert!(notes[0].contains("the file is compared with the latter"));
     }

@@ -303,7 +303,7 @@ pub fn config_problems(config: &Value) -> Vec<String> {
         Err(e) => return vec![e.to_string()],
     };
     let mut problems = check(config, a);
-    problems.extend(super::consistency::read_fields(config, a).1);
+    problems.extend(super::hparams::read_fields(config, a).1);
     if let Err(e) = super::rope::read(config) {
         problems.push(e.to_string());
     }

@@ -9,45 +9,17 @@
 //! named-formula values byte for byte. Source values are read with candle's safetensors
 //! loader and dequantized by the reference (`reference::mlx`), not by the converter.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use gguf::GgmlType;
 use llama_runtime::CGguf;
-use serde::{Deserialize, Serialize};
 
+use super::common::{read_stored, AffineGate1Report, Covered};
 use super::source_maps::SourceMaps;
-use super::{Blocker, BlockerCode};
-use crate::convert::{arch, hf::HfDir, mlx};
-
-/// What the affine Gate 1 measured.
-#[derive(Clone, Debug, Serialize, Deserialize, Default)]
-pub struct AffineGate1Report {
-    /// The declared decision rule.
-    pub rule: String,
-    /// Quantized source modules found.
-    pub modules: usize,
-    /// Stored exactly (Q4_1/Q5_1): fields identical / values identical under the named formula.
-    pub exact_tensors: usize,
-    pub fields_identical: usize,
-    pub values_identical: usize,
-    /// Fallback tensors and how many equal their declared encoding byte for byte.
-    pub fallback_tensors: usize,
-    pub fallback_identical: usize,
-    /// Tensors where ggml's `to_float` equals the named formula bit for bit / tensors checked.
-    pub ggml_to_float_agrees: usize,
-    pub ggml_to_float_checked: usize,
-    /// Per stored type: tensors.
-    pub by_type: BTreeMap<String, usize>,
-}
-
-/// GGUF names and source indices the affine check covers (so the plain check skips them).
-#[derive(Default)]
-pub struct Covered {
-    pub gguf_names: HashSet<String>,
-    pub source_indices: HashSet<usize>,
-}
+use crate::source::{arch, hf::HfDir, mlx};
+use crate::verify::outcome::{Blocker, BlockerCode};
 
 /// Codes of each row's little-endian U32 bit stream (MLX packing), `bits` wide.
 ///
@@ -105,7 +77,7 @@ fn bits_of(x: &[f32]) -> Vec<u32> {
 /// folder without one and without packed tensors is `Ok(None)`.
 fn quant_config(hf: &HfDir, blockers: &mut Vec<Blocker>) -> Result<Option<mlx::QuantConfig>, ()> {
     let packed = hf.tensors.iter().any(|t| {
-        t.dtype == crate::convert::hf::SourceDtype::U32
+        t.dtype == crate::source::hf::SourceDtype::U32
             || t.name.ends_with(".scales")
             || t.name.ends_with(".biases")
     });
@@ -116,7 +88,6 @@ fn quant_config(hf: &HfDir, blockers: &mut Vec<Blocker>) -> Result<Option<mlx::Q
         Ok(None) => Ok(Some(mlx::QuantConfig::default())),
         Err(e) => {
             blockers.push(Blocker::new(
-                1,
                 BlockerCode::SourceQuantization,
                 "config.json",
                 format!("{e:#}"),
@@ -134,7 +105,7 @@ fn covered(hf: &HfDir, a: arch::Arch) -> Covered {
         let n = &t.name;
         if n.ends_with(".scales")
             || n.ends_with(".biases")
-            || t.dtype == crate::convert::hf::SourceDtype::U32
+            || t.dtype == crate::source::hf::SourceDtype::U32
         {
             cov.source_indices.insert(i);
         }
@@ -180,10 +151,10 @@ fn source_module(
         biases,
         values,
     };
-    if let Some(heads) = crate::convert::permute_heads(src.hf(), a, name) {
+    if let Some(heads) = crate::source::permute::permute_heads(src.hf(), a, name) {
         // llama.cpp's Q/K row order (spec §4.3), applied to the source's rows.
-        let p = |x: &[f32]| crate::convert::permute_qk(x, m.out, heads);
-        s.codes = crate::convert::permute_qk(&s.codes, m.out, heads);
+        let p = |x: &[f32]| crate::source::permute::permute_qk(x, m.out, heads);
+        s.codes = crate::source::permute::permute_qk(&s.codes, m.out, heads);
         s.scales = p(&s.scales);
         s.biases = p(&s.biases);
         s.values = p(&s.values);
@@ -201,7 +172,6 @@ fn stored_tensor<'i>(
 ) -> Option<(&'i llama_runtime::CTensorInfo, GgmlType)> {
     let Some(info) = infos.get(name) else {
         blockers.push(Blocker::new(
-            1,
             BlockerCode::TensorMissing,
             name,
             format!("quantized module {} is absent from the file", m.module),
@@ -210,7 +180,6 @@ fn stored_tensor<'i>(
     };
     let Some(ty) = GgmlType::from_id(info.type_id) else {
         blockers.push(Blocker::new(
-            1,
             BlockerCode::TensorType,
             name,
             format!("type id {}", info.type_id),
@@ -219,7 +188,6 @@ fn stored_tensor<'i>(
     };
     if info.ne[0] != m.inn as i64 || info.ne[1] != m.out as i64 {
         blockers.push(Blocker::new(
-            1,
             BlockerCode::TensorShape,
             name,
             format!(
@@ -282,7 +250,7 @@ impl ModuleCheck<'_> {
         let (dm, got_codes) = stored_fields(self.ty, self.stored);
         match field_difference(&dm, &got_codes, src, self.m) {
             None => r.fields_identical += 1,
-            Some(e) => blockers.push(Blocker::new(1, BlockerCode::AffineFields, name, e)),
+            Some(e) => blockers.push(Blocker::new(BlockerCode::AffineFields, name, e)),
         }
         // The named formula on the stored fields.
         let from_file: Vec<f32> = got_codes
@@ -298,7 +266,6 @@ impl ModuleCheck<'_> {
         } else {
             let i = first_difference(&bits_of(&from_file), &bits_of(&src.values));
             blockers.push(Blocker::new(
-                1,
                 BlockerCode::AffineValues,
                 name,
                 format!(
@@ -326,7 +293,7 @@ impl ModuleCheck<'_> {
             r.fallback_identical += 1;
         } else {
             let i = first_difference(&want, self.stored);
-            blockers.push(Blocker::new(1, BlockerCode::FallbackBits, name, format!("stored {ty} bytes differ from the declared encoding of the source's named-formula values at byte {i}")));
+            blockers.push(Blocker::new(BlockerCode::FallbackBits, name, format!("stored {ty} bytes differ from the declared encoding of the source's named-formula values at byte {i}")));
         }
         Ok(())
     }
@@ -352,7 +319,7 @@ fn first_difference<T: PartialEq>(a: &[T], b: &[T]) -> usize {
     a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(0)
 }
 
-/// Runs the affine Gate 1 over every GGUF tensor whose source is a quantized module.
+/// Runs the affine Gate 1 over every GGUF tensor whose source is an MLX-quantized module.
 /// Source metadata/shape disagreements are blockers naming the tensor.
 pub fn check(
     gguf_path: &Path,
@@ -361,10 +328,6 @@ pub fn check(
     a: arch::Arch,
     blockers: &mut Vec<Blocker>,
 ) -> Result<(AffineGate1Report, Covered)> {
-    // GPTQ / AWQ / compressed-tensors sources have their own rule.
-    if let Some(done) = super::gate1_packed::check(gguf_path, c, hf, a, blockers)? {
-        return Ok(done);
-    }
     let mut r = AffineGate1Report {
         rule: "fields (codes, d/m bits) + named formula f32(scale)·f32(q) + f32(bias), u32 view; ggml to_float agreement reported".into(),
         ..Default::default()
@@ -378,12 +341,7 @@ pub fn check(
         .as_ref()
         .map_or_else(Default::default, |q| mlx::find(hf, q));
     for (t, m) in &bad {
-        blockers.push(Blocker::new(
-            1,
-            BlockerCode::SourceQuantization,
-            t,
-            m.clone(),
-        ));
+        blockers.push(Blocker::new(BlockerCode::SourceQuantization, t, m.clone()));
     }
     let mut cov = covered(hf, a);
     if qc.is_none() {
@@ -409,7 +367,7 @@ pub fn check(
         };
         *r.by_type.entry(ty.to_string()).or_default() += 1;
         let src = source_module(&mut src_maps, m, a, &name)?;
-        let Some(stored) = super::gate1::read_stored(&mut file, gguf_path, info, blockers)? else {
+        let Some(stored) = read_stored(&mut file, gguf_path, info, blockers)? else {
             continue;
         };
         let mc = ModuleCheck {

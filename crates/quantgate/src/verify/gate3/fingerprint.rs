@@ -12,6 +12,7 @@ use anyhow::{Context as _, Result};
 use llama_runtime::{Context, ContextParams, Model};
 use serde::{Deserialize, Serialize};
 
+use crate::threads::Threads;
 use crate::verify::{corpus, vectors};
 
 /// Which output a fingerprint holds.
@@ -36,12 +37,12 @@ pub struct Fingerprint {
 /// Measures `gguf` with `threads` llama.cpp threads.
 ///
 /// Errors: llama.cpp cannot load the file or run it (the error names the file).
-pub fn measure(gguf: &Path, kind: Kind, threads: i32) -> Result<Fingerprint> {
+pub fn measure(gguf: &Path, kind: Kind, threads: Threads) -> Result<Fingerprint> {
     let model = Model::load(gguf, false).with_context(|| format!("{}", gguf.display()))?;
     let values = match kind {
         Kind::Argmax => argmax(&model, threads)?,
         Kind::Top1 => {
-            let params = ContextParams::embeddings(512, threads);
+            let params = ContextParams::embeddings(512, threads.get());
             let (q, d) = vectors::embed_retrieval(&model, &params)?;
             q.iter().map(|x| vectors::top1(x, &d) as u32).collect()
         }
@@ -49,8 +50,8 @@ pub fn measure(gguf: &Path, kind: Kind, threads: i32) -> Result<Fingerprint> {
     Ok(Fingerprint { kind, values })
 }
 
-fn argmax(model: &Model, threads: i32) -> Result<Vec<u32>> {
-    let mut ctx = Context::new(model, ContextParams::logits(512, 512, threads))?;
+fn argmax(model: &Model, threads: Threads) -> Result<Vec<u32>> {
+    let mut ctx = Context::new(model, ContextParams::logits(512, 512, threads.get()))?;
     let mut out = Vec::new();
     for t in corpus::TOKENIZER_CORPUS {
         let ids = model.tokenize(t, true, false)?;

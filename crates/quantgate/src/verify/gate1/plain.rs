@@ -5,7 +5,6 @@
 //! view for F32. Metadata is compared key by key with what the sources imply.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -14,12 +13,13 @@ use llama_runtime::{CGguf, CTensorInfo, CValue};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::common::read_stored;
 use super::source_maps::SourceMaps;
-use super::{Blocker, BlockerCode};
-use crate::convert::{
+use crate::source::{
     arch,
     hf::{HfDir, SourceTensor},
 };
+use crate::verify::outcome::{Blocker, BlockerCode};
 
 /// Gate 1's measurements.
 #[derive(Clone, Debug, Serialize, Deserialize, Default)]
@@ -149,16 +149,12 @@ pub fn check_metadata(
         r.metadata_keys += 1;
         let want = canonical(v);
         match stored_views(c, raw, k) {
-            None => blockers.push(Blocker::new(
-                1,
-                BlockerCode::MetadataMissing,
+            None => blockers.push(Blocker::new(BlockerCode::MetadataMissing,
                 k,
                 format!("expected {}", short(&want)),
             )),
             Some((cv, rv)) if cv == want && rv == want => r.metadata_matching += 1,
-            Some((cv, rv)) if cv == want => blockers.push(Blocker::new(
-                1,
-                BlockerCode::MetadataMismatch,
+            Some((cv, rv)) if cv == want => blockers.push(Blocker::new(BlockerCode::MetadataMismatch,
                 k,
                 format!(
                     "the stored bytes hold {}, while llama.cpp's C-string view reads {} (an embedded NUL); sources imply {}",
@@ -167,9 +163,7 @@ pub fn check_metadata(
                     short(&want)
                 ),
             )),
-            Some((cv, _)) => blockers.push(Blocker::new(
-                1,
-                BlockerCode::MetadataMismatch,
+            Some((cv, _)) => blockers.push(Blocker::new(BlockerCode::MetadataMismatch,
                 k,
                 format!("file has {}, sources imply {}", short(&cv), short(&want)),
             )),
@@ -242,9 +236,7 @@ pub fn check_unexpected_keys(
                 .map(|(_, v)| canonical(v))
                 .unwrap_or_default(),
         };
-        blockers.push(Blocker::new(
-            1,
-            BlockerCode::MetadataUnexpected,
+        blockers.push(Blocker::new(BlockerCode::MetadataUnexpected,
             &k,
             format!(
                 "the file has {}, which the sources do not imply (only provenance keys such as general.name may be added)",
@@ -263,10 +255,10 @@ pub fn expected_order(hf: &HfDir, a: arch::Arch) -> Result<Vec<String>> {
     for t in &hf.tensors {
         // A packed module (GPTQ/AWQ `qweight`, compressed-tensors `weight_packed`) sits where
         // its codes do; its other tensors belong to it.
-        let name = match super::gate1_packed::role(&t.name) {
-            super::gate1_packed::Role::Codes(module) => format!("{module}.weight"),
-            super::gate1_packed::Role::Part => continue,
-            super::gate1_packed::Role::Plain => t.name.clone(),
+        let name = match super::common::role(&t.name) {
+            super::common::Role::Codes(module) => format!("{module}.weight"),
+            super::common::Role::Part => continue,
+            super::common::Role::Plain => t.name.clone(),
         };
         if let Some(m) = arch::map_tensor(a, &name)? {
             if seen.insert(m.gguf.clone()) {
@@ -296,7 +288,6 @@ pub fn check_order(c: &CGguf, expected: &[String], order: &str, blockers: &mut V
         .collect();
     if let Some(i) = got.iter().zip(&want).position(|(g, w)| g != w) {
         blockers.push(Blocker::new(
-            1,
             BlockerCode::TensorOrder,
             got[i],
             format!(
@@ -378,7 +369,7 @@ pub fn check_tensors(
     c: &CGguf,
     hf: &HfDir,
     a: arch::Arch,
-    covered: &super::gate1_affine::Covered,
+    covered: &super::common::Covered,
     blockers: &mut Vec<Blocker>,
     r: &mut Gate1Report,
 ) -> Result<()> {
@@ -395,7 +386,6 @@ pub fn check_tensors(
         r.tensors += 1;
         let Some(&si) = sources.get(&info.name) else {
             blockers.push(Blocker::new(
-                1,
                 BlockerCode::TensorUnexpected,
                 &info.name,
                 "no HF source tensor maps to it".into(),
@@ -408,7 +398,6 @@ pub fn check_tensors(
         };
         let Some(ty) = GgmlType::from_id(info.type_id) else {
             blockers.push(Blocker::new(
-                1,
                 BlockerCode::TensorType,
                 &info.name,
                 format!("type id {}", info.type_id),
@@ -448,7 +437,6 @@ pub fn check_tensors(
     for name in sources.keys() {
         if !present.contains(name.as_str()) {
             blockers.push(Blocker::new(
-                1,
                 BlockerCode::TensorMissing,
                 name,
                 "mapped from the HF source but absent from the file".into(),
@@ -458,41 +446,11 @@ pub fn check_tensors(
     Ok(())
 }
 
-/// The stored bytes of `info`, or a blocker when the file ends before them (a truncated file).
-///
-/// Errors: a read failure other than the end of the file.
-pub fn read_stored(
-    file: &mut std::fs::File,
-    path: &Path,
-    info: &CTensorInfo,
-    blockers: &mut Vec<Blocker>,
-) -> Result<Option<Vec<u8>>> {
-    let len = file.metadata()?.len();
-    let end = info.file_offset.saturating_add(info.size);
-    if end > len {
-        blockers.push(Blocker::new(
-            1,
-            BlockerCode::TensorTruncated,
-            &info.name,
-            format!(
-                "{}: data ends at byte {end}, the file has {len} bytes",
-                path.display()
-            ),
-        ));
-        return Ok(None);
-    }
-    let mut stored = vec![0u8; info.size as usize];
-    file.seek(SeekFrom::Start(info.file_offset))?;
-    file.read_exact(&mut stored)
-        .with_context(|| format!("{}: reading {} data", path.display(), info.name))?;
-    Ok(Some(stored))
-}
-
 /// GGUF name → index of the HF source tensor mapped to it, for sources not covered elsewhere.
 fn reference_sources(
     hf: &HfDir,
     a: arch::Arch,
-    covered: &super::gate1_affine::Covered,
+    covered: &super::common::Covered,
 ) -> Result<BTreeMap<String, usize>> {
     // The reference side of the mapping: HF name → GGUF name from the shared arch table.
     let mut sources: BTreeMap<String, usize> = BTreeMap::new();
@@ -517,7 +475,6 @@ fn matching_ne(
     let ne_file: Vec<i64> = info.ne[..ne_src.len().max(1)].to_vec();
     if ne_src != ne_file || info.ne[ne_src.len()..].iter().any(|d| *d != 1) {
         blockers.push(Blocker::new(
-            1,
             BlockerCode::TensorShape,
             &info.name,
             format!(
@@ -557,14 +514,14 @@ fn expected_bytes(
             anyhow::anyhow!("Gate 1: ggml cannot decode {} from {t}: {e}", info.name)
         })?;
     }
-    if let Some(heads) = crate::convert::permute_heads(hf, a, &info.name) {
+    if let Some(heads) = crate::source::permute::permute_heads(hf, a, &info.name) {
         // llama.cpp's Q/K row order (spec §4.3), applied to the reference's values.
         let rows = if ne_src.len() > 1 {
             ne_src[1] as usize
         } else {
             ne_src[0] as usize
         };
-        x = crate::convert::permute_qk(&x, rows, heads);
+        x = crate::source::permute::permute_qk(&x, rows, heads);
     }
     Ok(if ty == GgmlType::F32 {
         x.iter().flat_map(|v| v.to_le_bytes()).collect()
@@ -588,7 +545,6 @@ fn bits_blocker(
         .position(|(a, b)| a != b)
         .unwrap_or(stored.len().min(expected.len()));
     Blocker::new(
-        1,
         BlockerCode::TensorBits,
         &info.name,
         format!(

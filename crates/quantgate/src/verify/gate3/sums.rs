@@ -10,9 +10,12 @@ use crate::hash::sha256_file;
 
 /// The manifest's file name.
 pub const SHA256SUMS: &str = "SHA256SUMS";
+/// The receipt of the run that built a release folder: its timestamps and timings (and the
+/// output path) differ between runs, so the manifest does not cover it.
+pub const RECEIPT: &str = "receipt.json";
 /// Files the manifest does not cover: itself, and the receipt of the run that built the folder
 /// (timestamps and timings, which differ between runs).
-pub const UNCOVERED: &[&str] = &[SHA256SUMS, super::RECEIPT];
+pub const UNCOVERED: &[&str] = &[SHA256SUMS, RECEIPT];
 
 /// Every file under `dir` as a `/`-separated relative path, sorted, less [`UNCOVERED`].
 ///

@@ -8,22 +8,24 @@
 //!   `added_tokens_decoder` (CONTROL when `special` or the name looks special, else
 //!   USER_DEFINED with `▁` read as a space; score −1000);
 //! - `tokenizer.ggml.model` `llama`, `pre` `default`, no merges, `add_space_prefix` false;
-//! - special ids and add flags as for every folder ([`super::vocab`], gguf-py `SpecialVocab`).
+//! - special ids and add flags as for every folder (`vocab::special`, gguf-py `SpecialVocab`).
 
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 
-use super::spm::{self, piece_type};
-use super::vocab::{looks_special, normalizer_lowercase, special_tokens, token_type, Vocab};
+use gguf::keys::token_type;
+
+use super::special::{looks_special, normalizer_lowercase, special_tokens, Vocab};
+use crate::source::spm::{self, piece_type};
 
 /// Builds the vocabulary of the SentencePiece folder `dir` (`tj` tokenizer.json, `tc`
 /// tokenizer_config.json, `config` config.json).
 ///
 /// Errors: `tokenizer.model` missing or malformed (naming the file and the piece), a
 /// non-numeric id in `added_tokens.json` or `added_tokens_decoder`, an unreadable chat template.
-pub fn build(dir: &Path, tj: &Value, tc: &Value, config: &Value) -> Result<Vocab> {
+pub(super) fn build(dir: &Path, tj: &Value, tc: &Value, config: &Value) -> Result<Vocab> {
     let path = dir.join("tokenizer.model");
     if !path.is_file() {
         bail!(
@@ -81,7 +83,7 @@ pub fn build(dir: &Path, tj: &Value, tc: &Value, config: &Value) -> Result<Vocab
     special_tokens(&mut v, tj, tc, config, &added, n_vocab as u64)?;
     v.add_space_prefix = Some(false);
     v.normalizer_lowercase = normalizer_lowercase(&tj["normalizer"]);
-    v.chat_templates = super::chat_template::load(dir, tc)?;
+    v.chat_templates = crate::source::chat_template::load(dir, tc)?;
     v.notes.extend(v.chat_templates.notes.iter().cloned());
     Ok(v)
 }

@@ -18,41 +18,9 @@ use gguf::GgmlType;
 use llama_runtime::{CGguf, CTensorInfo};
 use reference::packed::{PackFormat, PackScheme, Unpacked};
 
-use super::gate1_affine::{AffineGate1Report, Covered};
-use super::{Blocker, BlockerCode};
-use crate::convert::{arch, hf::HfDir};
-
-/// Tensor-name suffixes a packed module consumes.
-const PARTS: [&str; 8] = [
-    "qweight",
-    "qzeros",
-    "scales",
-    "g_idx",
-    "weight_packed",
-    "weight_scale",
-    "weight_zero_point",
-    "weight_shape",
-];
-
-/// What a source tensor is to a conversion of a packed (or MLX) checkpoint.
-pub enum Role<'a> {
-    /// The packed codes of module `.0` (GPTQ/AWQ `qweight`, compressed-tensors
-    /// `weight_packed`): the module's `.weight` in the file.
-    Codes(&'a str),
-    /// Another tensor of a quantized module (zeros, scales, `g_idx`, MLX `biases`, …).
-    Part,
-    /// A plain tensor.
-    Plain,
-}
-
-/// The role of source tensor `name`.
-pub fn role(name: &str) -> Role<'_> {
-    match name.rsplit_once('.') {
-        Some((m, "qweight" | "weight_packed")) => Role::Codes(m),
-        Some((_, p)) if PARTS.contains(&p) || p == "biases" => Role::Part,
-        _ => Role::Plain,
-    }
-}
+use super::common::{read_stored, AffineGate1Report, Covered, PARTS};
+use crate::source::{arch, hf::HfDir};
+use crate::verify::outcome::{Blocker, BlockerCode};
 
 fn f16(v: f32) -> u16 {
     gguf::quant::f32_to_f16_bits(v)
@@ -127,7 +95,6 @@ fn scheme_of(hf: &HfDir, blockers: &mut Vec<Blocker>) -> Option<Option<PackSchem
         Ok(Some(s)) => Some(Some(s)),
         Err(e) => {
             blockers.push(Blocker::new(
-                1,
                 BlockerCode::SourceQuantization,
                 "config.json",
                 e.to_string(),
@@ -198,7 +165,6 @@ pub fn check(
         };
         let Some(info) = infos.get(&m.gguf) else {
             blockers.push(Blocker::new(
-                1,
                 BlockerCode::TensorMissing,
                 &m.gguf,
                 format!("the source's quantized module {module} is absent from the file"),
@@ -223,7 +189,7 @@ struct Module<'a> {
 
 impl Module<'_> {
     fn blocker(&self, code: BlockerCode, detail: String, blockers: &mut Vec<Blocker>) {
-        blockers.push(Blocker::new(1, code, self.name, detail));
+        blockers.push(Blocker::new(code, self.name, detail));
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -254,8 +220,8 @@ impl Module<'_> {
                 return Ok(());
             }
         };
-        let heads = crate::convert::permute_heads(hf, a, self.name);
-        let order = crate::convert::mlx::row_order(out, heads);
+        let heads = crate::source::permute::permute_heads(hf, a, self.name);
+        let order = crate::source::permute::row_order(out, heads);
         let values: Vec<f32> = {
             let v = u.dequantize();
             order
@@ -263,7 +229,7 @@ impl Module<'_> {
                 .flat_map(|&o| v[o * inn..(o + 1) * inn].to_vec())
                 .collect()
         };
-        let Some(stored) = super::gate1::read_stored(file, path, self.info, blockers)? else {
+        let Some(stored) = read_stored(file, path, self.info, blockers)? else {
             return Ok(());
         };
         if matches!(

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::convert::hf::HfDir;
+use crate::source::hf::HfDir;
 
 /// The shards of one HF folder, mapped lazily.
 pub struct SourceMaps<'a> {

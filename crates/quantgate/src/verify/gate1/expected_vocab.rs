@@ -1,4 +1,4 @@
-//! Gate 1's tokenizer expectations derived without `convert::vocab`: from the `tokenizers`
+//! Gate 1's tokenizer expectations derived without `source::vocab`: from the `tokenizers`
 //! crate's runtime tokenizer (its vocabulary, added-token table, merge ranks and normalizer
 //! behaviour) and a second reading of tokenizer_config.json, config.json and the chat template
 //! files. [`super::expected::merge`] folds them into the converter's expectation, so a key the
@@ -59,7 +59,7 @@ pub fn tokenizer_keys(
         }
     };
     let model_type = field(config, "model_type").and_then(Json::as_str);
-    if model_type == Some(crate::convert::arch::GEMMA3_MODEL_TYPE) {
+    if model_type == Some(crate::source::arch::GEMMA3_MODEL_TYPE) {
         return sentencepiece_keys(dir, tok, tc, config);
     }
     let mut out = Vec::new();

@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Result};
 
 /// SentencePiece piece types: GGUF's token types (llama.h `llama_token_type`) are
 /// SentencePiece's numbers, so the one table serves both.
-pub use super::vocab::token_type as piece_type;
+pub use gguf::keys::token_type as piece_type;
 
 /// One vocabulary entry of a SentencePiece model.
 #[derive(Clone, Debug, PartialEq)]

@@ -101,7 +101,7 @@ pub fn load(dir: &Path, tc: &Value) -> Result<ChatTemplates> {
     out.put_field(&tc["chat_template"], "tokenizer_config.json")?;
     let json = dir.join("chat_template.json");
     if crate::paths::present(&json)? {
-        let v = crate::convert::hf::read_json(&json)?;
+        let v = crate::source::hf::read_json(&json)?;
         out.put_field(&v["chat_template"], &json.display().to_string())?;
     }
     let jinja = dir.join("chat_template.jinja");

@@ -1,0 +1,39 @@
+//! Tokenizer metadata for GGUF, derived from tokenizer.json, tokenizer_config.json and
+//! config.json the way convert_hf_to_gguf.py and gguf-py's `SpecialVocab` do
+//! (`docs/llamacpp-spec.md` §4.2): tokens by id, token types, merges, the
+//! pre-tokenizer name from the probe-hash table, special ids, and add_bos/add_eos derived from
+//! the post-processor template — with every disagreement between the sources reported.
+//!
+//! One builder per tokenizer kind: `bpe` (tokenizer.json: BPE, WordPiece) and `sentencepiece`
+//! (gemma3's tokenizer.model); `special` holds what both share.
+
+mod bpe;
+mod sentencepiece;
+mod special;
+
+use anyhow::Result;
+use serde_json::Value;
+
+use reference::tokenizer::HfTokenizer;
+
+pub use bpe::{chktxt, pre_name_for_hash, probe_hash};
+pub use special::{Vocab, SPECIAL_ORDER};
+
+/// Builds the vocabulary of the HF folder `dir`. `tj` is tokenizer.json, `tc`
+/// tokenizer_config.json (may be empty), `config` config.json; `tok` is the same tokenizer
+/// loaded by the `tokenizers` crate. Chat templates come from `dir`'s template files too.
+///
+/// Errors: a tokenizer model other than BPE/WordPiece, a probe hash missing from the table, or
+/// an unreadable chat template.
+pub fn build(
+    dir: &std::path::Path,
+    tj: &Value,
+    tc: &Value,
+    config: &Value,
+    tok: &HfTokenizer,
+) -> Result<Vocab> {
+    if config["model_type"].as_str() == Some(super::arch::GEMMA3_MODEL_TYPE) {
+        return sentencepiece::build(dir, tj, tc, config);
+    }
+    bpe::build(dir, tj, tc, config, tok)
+}

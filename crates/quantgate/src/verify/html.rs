@@ -1,0 +1,158 @@
+//! `report.html` of `quantgate verify`, and the section each verified file has in a release's
+//! page: verdict, measurements, blockers and charts.
+
+use std::fmt::Write as _;
+
+use anyhow::Result;
+
+use super::logits::LogitsReport;
+use super::VerifyReport;
+use crate::html::plots::{Chart, Series, Style};
+use crate::html::{badge, escape, figure, indexed, page};
+
+/// Floor of the log-scale KLD axis, nats (a lossless file's KLDs sit at rounding noise).
+const KLD_FLOOR: f64 = 1e-9;
+
+/// The per-position KLD distribution: log10 KLD at each percentile.
+fn kld_series(label: &str, l: &LogitsReport) -> Series {
+    let log: Vec<f64> = l
+        .kld_percentiles
+        .iter()
+        .map(|k| k.max(KLD_FLOOR).log10())
+        .collect();
+    Series {
+        label: label.into(),
+        points: indexed(&log),
+        style: Style::Line,
+        point_labels: Vec::new(),
+    }
+}
+
+/// Per-text cosine with the threshold, and the KLD distributions, of one verify report.
+fn verify_charts(r: &VerifyReport) -> Result<String> {
+    let mut out = String::new();
+    if let Some(v) = &r.gate2_vectors {
+        out += &figure(&Chart {
+            title: "Gate 2: cosine per text, llama.cpp vs reference".into(),
+            x_desc: "text (corpus, queries, documents)".into(),
+            y_desc: "cosine".into(),
+            series: vec![Series {
+                label: "cosine".into(),
+                points: indexed(&v.per_text_cosine),
+                style: Style::Points,
+                point_labels: Vec::new(),
+            }],
+            hline: Some((
+                r.thresholds.min_cosine,
+                format!("threshold {}", r.thresholds.min_cosine),
+            )),
+            x_labels: None,
+        })?;
+    }
+    if let Some(l) = &r.gate2_logits {
+        out += &figure(&Chart {
+            title: "Gate 2: lowest logits cosine per text".into(),
+            x_desc: "text".into(),
+            y_desc: "min cosine over positions".into(),
+            series: vec![Series {
+                label: "min cosine".into(),
+                points: indexed(&l.per_text_min_cosine),
+                style: Style::Points,
+                point_labels: Vec::new(),
+            }],
+            hline: Some((
+                r.thresholds.min_logits_cosine,
+                format!("threshold {}", r.thresholds.min_logits_cosine),
+            )),
+            x_labels: None,
+        })?;
+        let mut series = vec![kld_series("judged (Gate 2)", l)];
+        if let Some(q) = &r.quality {
+            series.push(kld_series("as shipped vs source (quality)", &q.logits));
+        }
+        out += &figure(&Chart {
+            title: "Per-position KLD distribution".into(),
+            x_desc: "percentile of positions".into(),
+            y_desc: "log10 KLD (nats; floor 1e-9)".into(),
+            series,
+            hline: Some((
+                r.thresholds.max_mean_kld.max(KLD_FLOOR).log10(),
+                format!("mean KLD threshold {}", r.thresholds.max_mean_kld),
+            )),
+            x_labels: None,
+        })?;
+    }
+    Ok(out)
+}
+
+fn blockers_html(s: &mut String, r: &VerifyReport) {
+    if r.blockers.is_empty() {
+        return;
+    }
+    s.push_str("<table><tr><th>gate</th><th>code</th><th>subject</th><th>detail</th></tr>\n");
+    for b in &r.blockers {
+        let _ = writeln!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            b.gate,
+            b.code,
+            escape(&b.subject),
+            escape(&b.detail)
+        );
+    }
+    s.push_str("</table>\n");
+}
+
+pub(crate) fn verify_section(r: &VerifyReport) -> Result<String> {
+    let mut s = String::new();
+    let g = &r.gate1;
+    let _ = writeln!(
+        s,
+        "<p>Gate 1: metadata {}/{} keys, tensors {}/{} bit-identical.</p>",
+        g.metadata_matching, g.metadata_keys, g.bit_identical, g.tensors
+    );
+    if let Some(v) = &r.gate2_vectors {
+        let _ = writeln!(
+            s,
+            "<p>Gate 2 embeddings: min cosine {:.6} over {} texts, top-1 identical {}/{}.</p>",
+            v.min_cosine, v.texts, v.top1_identical, v.queries
+        );
+    }
+    if let Some(l) = &r.gate2_logits {
+        let _ = writeln!(
+            s,
+            "<p>Gate 2 logits: min cosine {:.6}, argmax agreement {:.4}, mean KLD {:.6} over {} positions.</p>",
+            l.min_cosine, l.top1_agreement, l.mean_kld, l.positions
+        );
+    }
+    if let Some(q) = &r.quality {
+        let _ = writeln!(
+            s,
+            "<p>Quality ({}), as shipped vs source: mean KLD {:.6}, p99 KLD {:.6}, same top p {:.4}, RMS Δp {:.4}{}.</p>",
+            escape(&q.ftype),
+            q.logits.mean_kld,
+            q.logits.p99_kld,
+            q.logits.top1_agreement,
+            q.logits.rms_dp,
+            q.ppl.as_ref().map_or(String::new(), |p| format!(", PPL ratio {:.4}", p.ratio))
+        );
+    }
+    blockers_html(&mut s, r);
+    s += &verify_charts(r)?;
+    Ok(s)
+}
+
+/// `report.html` of `quantgate verify`.
+///
+/// Errors: a chart that cannot be drawn.
+pub fn verify_page(r: &VerifyReport) -> Result<String> {
+    let mut body = format!("<h1>quantgate verify {}</h1>\n", badge(r.verdict));
+    let _ = writeln!(
+        body,
+        "<p>quantgate {} · runtime {}</p>",
+        escape(&r.quantgate),
+        escape(&r.llama_cpp)
+    );
+    body += &verify_section(r)?;
+    Ok(page("quantgate verify", &body))
+}
