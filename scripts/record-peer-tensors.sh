@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records crates/quantgate/tests/fixtures/peer-tensors.json: per tensor, the name, ggml type,
 # shape and sha256 of the data that llama.cpp's own converter (convert_hf_to_gguf.py --outtype
-# f16) writes for the real-weight test folders. tests/peer_tensors.rs requires `convert`'s F16
+# f16) writes for the real-weight test folders. tests/it/peer_tensors.rs requires `convert`'s F16
 # output to hold the same tensors byte for byte. Not part of the test command (torch is ~5.6 GB):
 # run by hand after changing the peer or a fixture. Same peer set-up as scripts/record-peer-keys.sh
 # (llama-cpp-python==0.3.36 sdist, venv with torch and transformers==5.24.0, cached in

@@ -3,7 +3,7 @@
 //! refuses (a verdict is owed, not exit 2), files convert wrote that cannot be right, outputs
 //! renamed over what was not a regular file, and inputs too long for the context.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -5,7 +5,7 @@
 //! convert → verify GO, and the seed's two failures: `add_eos_token` written false, and
 //! measuring with add_special = false.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

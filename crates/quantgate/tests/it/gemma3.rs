@@ -6,7 +6,7 @@
 //! - F16 and Q4_K_M each verify GO with the binary pinned to the tests' CPU variant; the 109
 //!   norms are stored as 1 + w; sliding-window keys are written.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -3,7 +3,7 @@
 //! reference on the same stored values), its quality against the source is reported, and
 //! tampered copies are NO-GO for the right reason.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

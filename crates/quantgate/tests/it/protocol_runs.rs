@@ -3,7 +3,7 @@
 //! hash aborts before any step; SIGTERM mid-step leaves a failed receipt naming the step;
 //! analyze flags a missing quantity and a 3% change, and refuses runs of different protocols.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! input, settings that panicked or allocated without bound, endless reads of devices.
 //! Each must be a clear error (exit 2) naming the file, with the input untouched.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

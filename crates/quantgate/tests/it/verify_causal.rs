@@ -2,7 +2,7 @@
 //! scripts/build-smollm2-fixture.sh from real parts) → F16 GGUF with llama's Q/K permutation →
 //! verify GO, with per-position logits compared against the candle reference.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -3,7 +3,7 @@
 //! the field or the file and the tensor; verify answers NO-GO, naming the blocker, for files
 //! that carry what the sources do not imply, non-finite values, or what llama.cpp refuses.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -4,7 +4,7 @@
 //! llama-cpp-python==0.3.36 sdist, --outtype f16) into tests/fixtures/peer-tensors.json, with
 //! their provenance.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

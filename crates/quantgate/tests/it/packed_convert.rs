@@ -4,7 +4,7 @@
 //! bit through the reference's own unpacker, and verify says GO. Tampered quantization metadata
 //! and tensors are a convert error naming the tensor, or NO-GO.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

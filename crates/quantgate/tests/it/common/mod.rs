@@ -1,7 +1,6 @@
 //! Shared by the integration tests: the repository root, the real inputs (fetched or built by
 //! `scripts/`, or carried in `testdata/`), the binary, and the convert/verify calls the tests make
-//! again and again. Each test binary uses a part of it.
-#![allow(dead_code)]
+//! again and again.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! with a blocker naming the tensor; llama.cpp's PPL of the Q4_1 file sits next to the
 //! reference's PPL of mlx-lm's own dequantized model.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,7 @@
 //! Reference perplexity (candle decoder on the HF folder, `eval::ref_ppl`) agrees with
 //! llama.cpp's perplexity of an F16 GGUF converted from the same folder, over the same chunks.
 
-mod common;
+use crate::common;
 
 use quantgate::convert::OutType;
 use quantgate::eval::ppl::{self, PplParams};

@@ -2,7 +2,7 @@
 //! wiki.test.raw, c = 512, 16 chunks, 2 threads, llama-perplexity printed
 //! `Final estimate: PPL = 29.3414 +/- 1.40787` (llama.cpp of the llama-cpp-python 0.3.36 sdist).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -4,7 +4,7 @@
 //! a byte flipped in a released GGUF afterwards is a Gate 3 NO-GO naming the file. Every HTML
 //! page renders in headless Chromium.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

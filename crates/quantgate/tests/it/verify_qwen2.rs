@@ -4,7 +4,7 @@
 //! variant. The gate figures are the ones recorded when verify's memory was bounded (issue 17):
 //! streaming weights and releasing mapped pages must not change the arithmetic.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -2,7 +2,7 @@
 //! every tensor bit-identical to ggml's to_float, byte-identical round trip, hostile
 //! mutations of the real header, and the CLI's exit codes.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

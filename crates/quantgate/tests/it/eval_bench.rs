@@ -2,7 +2,7 @@
 //! test binaries one after another, and one thread never waits on a barrier for a descheduled
 //! peer (CI has 2 cores; with other work beside it, 2-thread tg8 fell to 0.33 t/s).
 
-mod common;
+use crate::common;
 
 #[test]
 fn eval_bench_reports_pp_and_tg_with_per_replicate_ratios() {

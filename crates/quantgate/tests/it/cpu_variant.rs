@@ -2,7 +2,7 @@
 //! name the variant; two variants this machine runs are both measured; a variant that was not
 //! built is refused, and so is a protocol pinning it, before any step.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

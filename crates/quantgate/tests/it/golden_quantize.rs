@@ -3,7 +3,7 @@
 //! seeded Gaussian rows, outliers, zero / constant / subnormal / huge / grid-valued blocks,
 //! non-finite values, and real weights (tensors of the fetched GGUF files, dequantized).
 
-mod common;
+use crate::common;
 
 use gguf::quant_ref::{self, quantize_ref_to_vec};
 use gguf::{dequant, GgmlType, Gguf};

@@ -1,7 +1,7 @@
 //! `protocol check`: the shipped protocols are valid, and each kind of defect is refused with
 //! the field named.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

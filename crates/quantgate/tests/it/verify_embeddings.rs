@@ -3,7 +3,7 @@
 //! of every tokenizer fixture matching HF ids in llama.cpp on the built-in corpus plus every
 //! line of wiki.test.raw, and broken GGUFs that must give NO-GO with the right blocker.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

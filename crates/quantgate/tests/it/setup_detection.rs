@@ -3,7 +3,7 @@
 //! `libclang-cpp.so.14` (the C++ API library, shipped with llvm) for the C library bindgen
 //! loads, skipped `libclang-dev`, and the llama-cpp-sys-2 build failed on a fresh machine.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

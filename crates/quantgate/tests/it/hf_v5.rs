@@ -2,7 +2,7 @@
 //! fixtures re-saved by transformers 5.24.0): `rope_parameters` instead of `rope_theta`,
 //! `dtype`, `layer_types`, `head_dim`, and the chat template in chat_template.jinja.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

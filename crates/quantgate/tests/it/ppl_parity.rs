@@ -21,7 +21,7 @@
 //! and `llama-perplexity` printed exactly our `haswell` lines, F16 15.2304 ± 1.56544 and
 //! Q4_K_M 15.3699 ± 1.57853 — so there the haswell comparison is the peer comparison.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
