@@ -12,13 +12,29 @@ scripts/build-mlx-fixtures.sh
 scripts/build-quant-fixtures.sh
 scripts/build-gemma3-fixture.sh
 scripts/build-v5-fixtures.sh
-# --report-time gives each test's wall time (libtest's flag is unstable: RUSTC_BOOTSTRAP=1 lets
-# the stable harness accept it; nothing is compiled with unstable features).
+# Build every test target once, then run each test executable from its package folder (as
+# cargo test does) with libtest's --report-time, which prints each test's wall time. The flag is
+# unstable: RUSTC_BOOTSTRAP=1 is set for the test processes only, never for cargo, so nothing
+# is compiled differently (set for cargo it would rebuild crates whose build scripts probe it).
 log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
+bins="$(mktemp)"
+trap 'rm -f "$log" "$bins"' EXIT
+cargo test --release --workspace --no-run --message-format=json-render-diagnostics \
+  | python3 -c '
+import json, os, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(os.path.dirname(m["manifest_path"]) + "\t" + m["executable"])
+' >"$bins"
 status=0
-RUSTC_BOOTSTRAP=1 cargo test --release --workspace --no-fail-fast -- -Zunstable-options --report-time \
-  2>&1 | tee "$log" || status=$?
+while IFS=$'\t' read -r dir exe; do
+  echo "== $(basename "$exe")"
+  (cd "$dir" && RUSTC_BOOTSTRAP=1 "$exe" -Zunstable-options --report-time) 2>&1 | tee -a "$log" \
+    || status=1
+done <"$bins"
+cargo test --release --workspace --doc 2>&1 | tee -a "$log" || status=1
+echo "tests: $(grep -cE '^test .* \.\.\. ok' "$log") passed, $(grep -cE '^test .* \.\.\. FAILED' "$log") failed"
 echo "10 slowest tests (s):"
 sed -nE 's/^test (.*) \.\.\. [a-zA-Z]+ <([0-9.]+)s>$/\2 \1/p' "$log" | sort -rn | head -10
 [ "$status" -eq 0 ] || exit "$status"

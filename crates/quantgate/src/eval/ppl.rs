@@ -143,11 +143,26 @@ pub fn perplexity(
     model_path: &Path,
     text: &str,
     p: &PplParams,
-    mut progress: impl FnMut(usize, usize, f64),
+    progress: impl FnMut(usize, usize, f64),
 ) -> Result<PplResult> {
     let t0 = Instant::now();
     let model = Model::load(model_path, false)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    perplexity_of(&model, model_path, load_ms, text, p, progress)
+}
+
+/// [`perplexity`] of a model already loaded from `model_path` (named in errors) in
+/// `load_ms`.
+///
+/// Errors: as [`perplexity`].
+pub fn perplexity_of(
+    model: &Model,
+    model_path: &Path,
+    load_ms: f64,
+    text: &str,
+    p: &PplParams,
+    mut progress: impl FnMut(usize, usize, f64),
+) -> Result<PplResult> {
     if model.add_eos() {
         bail!(
             "{}: the vocabulary adds EOS; llama-perplexity refuses such models",
@@ -155,7 +170,7 @@ pub fn perplexity(
         );
     }
     let n_ctx = p.n_ctx as usize;
-    check_ctx(&model, model_path, n_ctx)?;
+    check_ctx(model, model_path, n_ctx)?;
     let tokens = model.tokenize(text, true, false)?;
     if tokens.len() < 2 * n_ctx {
         bail!(
@@ -172,7 +187,7 @@ pub fn perplexity(
     let t1 = Instant::now();
     let n_ubatch = p.n_ubatch as usize;
     scored_chunks(
-        &model,
+        model,
         &tokens,
         n_ctx,
         n_chunk,

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
 use reference::decoder::Decoder;
+use reference::tokenizer::HfTokenizer;
 use serde::Serialize;
 
 use super::ppl::nll;
@@ -44,7 +45,7 @@ pub fn reference_perplexity(
     n_ctx: usize,
     chunks: usize,
     add_bos: Option<u32>,
-    mut progress: impl FnMut(usize, usize),
+    progress: impl FnMut(usize, usize),
 ) -> Result<RefPplResult> {
     let t0 = Instant::now();
     if n_ctx < 4 {
@@ -53,6 +54,34 @@ pub fn reference_perplexity(
     // tokenizer.json, or the tokenizer rebuilt from vocab.json + merges.txt (Qwen2.5 folders
     // without tokenizer.json), as verify's Gate 2 loads it.
     let tok = crate::source::tokenizer::load(hf_dir)?.tokenizer;
+    let model = Decoder::load(hf_dir)
+        .with_context(|| format!("{}: loading the reference decoder", hf_dir.display()))?;
+    let r = reference_perplexity_of(&tok, &model, hf_dir, text, n_ctx, chunks, add_bos, progress)?;
+    Ok(RefPplResult {
+        seconds: t0.elapsed().as_secs_f64(),
+        ..r
+    })
+}
+
+/// [`reference_perplexity`] with the tokenizer and decoder of `hf_dir` (named in errors)
+/// already loaded; `seconds` counts tokenization and forwards only.
+///
+/// Errors: as [`reference_perplexity`].
+#[allow(clippy::too_many_arguments)]
+pub fn reference_perplexity_of(
+    tok: &HfTokenizer,
+    model: &Decoder,
+    hf_dir: &Path,
+    text: &str,
+    n_ctx: usize,
+    chunks: usize,
+    add_bos: Option<u32>,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<RefPplResult> {
+    let t0 = Instant::now();
+    if n_ctx < 4 {
+        bail!("n_ctx {n_ctx} is too small");
+    }
     // llama-perplexity tokenizes with add_special = true.
     let tokens = tok
         .encode(text, true)
@@ -68,8 +97,6 @@ pub fn reference_perplexity(
     if n_chunk == 0 {
         bail!("no chunks to score");
     }
-    let model = Decoder::load(hf_dir)
-        .with_context(|| format!("{}: loading the reference decoder", hf_dir.display()))?;
     let first = n_ctx / 2;
     let (mut count, mut sum, mut sum2) = (0usize, 0f64, 0f64);
     for i in 0..n_chunk {

@@ -191,11 +191,28 @@ fn gate2_logits(
     model: llama_runtime::Model,
     gated: &[String],
     f: &mut Findings,
-) -> Result<(logits::LogitsReport, Option<logits::LogitsReport>)> {
+) -> Result<Logits> {
     let source_ref = reference::decoder::Decoder::load(&opts.hf_dir)?;
     let direct = logits::check(&model, &source_ref, &s.tok.tokenizer, gated, opts.threads)?;
     let Some(p) = s.expansion() else {
-        return Ok((direct, None));
+        return Ok(Logits {
+            judged: direct,
+            as_shipped: None,
+            ppl: None,
+        });
+    };
+    // The quality section's PPL, while the file and the source's reference are loaded.
+    let ppl = match &opts.ppl_text {
+        Some(t) => Some(quality::ppl_pair(
+            &model,
+            &opts.gguf,
+            &s.tok.tokenizer,
+            &source_ref,
+            &opts.hf_dir,
+            t,
+            opts.threads,
+        )?),
+        None => None,
     };
     // The file's own mapping is not needed beside the expansion's.
     drop(model);
@@ -216,7 +233,21 @@ fn gate2_logits(
         l.min_cosine, l.top1_agreement, l.mean_kld,
         direct.min_cosine, direct.top1_agreement, direct.mean_kld
     ));
-    Ok((l, Some(direct)))
+    Ok(Logits {
+        judged: l,
+        as_shipped: Some(direct),
+        ppl,
+    })
+}
+
+/// What [`gate2_logits`] measured.
+struct Logits {
+    /// The judged measurement.
+    judged: logits::LogitsReport,
+    /// With block-quantized weights: the file as shipped against the source.
+    as_shipped: Option<logits::LogitsReport>,
+    /// With block-quantized weights and `--ppl-text`: PPL of the file and of the source.
+    ppl: Option<quality::QualityPpl>,
 }
 
 /// Gate 2: token ids, then vectors (embedding models) or logits (causal LMs) against the
@@ -271,7 +302,11 @@ pub(super) fn run(
             "the source's quantization metadata disagrees with its tensors (Gate 1); the reference cannot load it".into(),
         ));
     } else {
-        let (l, shipped) = gate2_logits(opts, s, model, &gated, f)?;
+        let Logits {
+            judged: l,
+            as_shipped: shipped,
+            ppl,
+        } = gate2_logits(opts, s, model, &gated, f)?;
         non_finite_blockers(&l.non_finite, f);
         if l.positions == 0 {
             f.blockers.push(Blocker::new(
@@ -282,7 +317,7 @@ pub(super) fn run(
         }
         judge(logits_checks(t, &l), &mut f.blockers);
         if let Some(shipped) = &shipped {
-            let q = quality_section(opts, s, shipped)?;
+            let q = quality_section(opts, s, shipped, ppl)?;
             quality::judge(&q, &mut f.blockers);
             g2.quality = Some(q);
         }
@@ -293,26 +328,19 @@ pub(super) fn run(
 }
 
 /// The quality section of a block-quantized file: the as-shipped logits, PPL of both sides when
-/// `--ppl-text` was given, and the protocol's budget for the file's ftype.
+/// `--ppl-text` was given (measured by [`gate2_logits`]), and the protocol's budget for the
+/// file's ftype.
 fn quality_section(
     opts: &VerifyOptions,
     s: &Sources,
     shipped: &logits::LogitsReport,
+    ppl: Option<quality::QualityPpl>,
 ) -> Result<quality::Quality> {
     let ftype = gate1::file_type::claimed(&s.c)
         .and_then(gguf::LlamaFtype::by_id)
         .map_or_else(|| "unknown".to_string(), |t| t.name.to_string());
     let budget = match &opts.protocol {
         Some(p) => super::declared::Declarations::read(p)?.budget_for(&ftype),
-        None => None,
-    };
-    let ppl = match &opts.ppl_text {
-        Some(t) => Some(quality::ppl_pair(
-            &opts.gguf,
-            &opts.hf_dir,
-            t,
-            opts.threads,
-        )?),
         None => None,
     };
     Ok(quality::Quality {

@@ -65,11 +65,20 @@ pub struct Quality {
     pub budget: Option<Budget>,
 }
 
-/// PPL of the file (llama.cpp) and of the HF source (reference) on the first
-/// [`PPL_CHUNKS`] × [`PPL_CTX`] tokens of `text`.
+/// PPL of the file (llama.cpp, `file` loaded from `gguf`) and of the HF source (`reference`
+/// with the source's tokenizer `tok`) on the first [`PPL_CHUNKS`] × [`PPL_CTX`] tokens of
+/// `text`. Both models are the ones Gate 2 already holds: nothing is loaded again.
 ///
 /// Errors: unreadable text, too few tokens, a failed forward.
-pub fn ppl_pair(gguf: &Path, hf_dir: &Path, text: &Path, threads: Threads) -> Result<QualityPpl> {
+pub fn ppl_pair(
+    file: &llama_runtime::Model,
+    gguf: &Path,
+    tok: &reference::tokenizer::HfTokenizer,
+    reference: &reference::decoder::Decoder,
+    hf_dir: &Path,
+    text: &Path,
+    threads: Threads,
+) -> Result<QualityPpl> {
     let body = crate::eval::ppl::read_text(text)?;
     let params = crate::eval::ppl::PplParams {
         n_ctx: PPL_CTX as u32,
@@ -77,10 +86,11 @@ pub fn ppl_pair(gguf: &Path, hf_dir: &Path, text: &Path, threads: Threads) -> Re
         threads,
         n_ubatch: PPL_CTX as u32,
     };
-    let file = crate::eval::ppl::perplexity(gguf, &body, &params, |_, _, _| {})?;
-    let model = llama_runtime::Model::load(gguf, true)?;
-    let bos = model.add_bos().then(|| model.bos() as u32);
-    let reference = crate::eval::ref_ppl::reference_perplexity(
+    let file_ppl = crate::eval::ppl::perplexity_of(file, gguf, 0.0, &body, &params, |_, _, _| {})?;
+    let bos = file.add_bos().then(|| file.bos() as u32);
+    let reference = crate::eval::ref_ppl::reference_perplexity_of(
+        tok,
+        reference,
         hf_dir,
         &body,
         PPL_CTX,
@@ -91,10 +101,10 @@ pub fn ppl_pair(gguf: &Path, hf_dir: &Path, text: &Path, threads: Threads) -> Re
     Ok(QualityPpl {
         text: text.display().to_string(),
         n_ctx: PPL_CTX,
-        chunks: file.chunks,
-        file_ppl: file.ppl,
+        chunks: file_ppl.chunks,
+        file_ppl: file_ppl.ppl,
         reference_ppl: reference.ppl,
-        ratio: file.ppl / reference.ppl,
+        ratio: file_ppl.ppl / reference.ppl,
     })
 }
 
