@@ -5,13 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/fetch-models.sh
-scripts/build-smollm2-fixture.sh
-scripts/build-qwen2-fixture.sh
-scripts/build-qwen3-embedding-fixture.sh
-scripts/build-mlx-fixtures.sh
-scripts/build-quant-fixtures.sh
-scripts/build-gemma3-fixture.sh
-scripts/build-v5-fixtures.sh
+# Each fixture script through scripts/fixture.sh: its outputs cached outside the clone by sha256
+# of what decides them (restored on a second clone, e.g. CI).
+for f in smollm2-fixture qwen2-fixture qwen3-embedding-fixture mlx-fixtures quant-fixtures \
+  gemma3-fixture v5-fixtures; do
+  scripts/fixture.sh "build-$f.sh"
+done
 # Build every test target once, then run each test executable from its package folder (as
 # cargo test does) with libtest's --report-time, which prints each test's wall time. The flag is
 # unstable: RUSTC_BOOTSTRAP=1 is set for the test processes only, never for cargo, so nothing

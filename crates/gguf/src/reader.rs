@@ -114,186 +114,27 @@ impl Header {
             pos: 0,
             array_elements: 0,
         };
-        let magic = r.take(4, || "magic".into())?;
-        if magic != GGUF_MAGIC {
-            return Err(Error::BadMagic {
-                found: magic.try_into().expect("4 bytes"),
-            });
-        }
-        let version = r.u32(|| "version".into())?;
-        if version & 0xFFFF == 0 && version != 0 {
-            return Err(Error::BigEndian { raw: version });
-        }
-        if version != 2 && version != 3 {
-            return Err(Error::UnsupportedVersion { version });
-        }
-        let n_tensors_at = r.pos as u64;
-        let n_tensors = r.u64(|| "n_tensors".into())?;
-        let n_kv_at = r.pos as u64;
-        let n_kv = r.u64(|| "n_kv".into())?;
-        // Each kv needs ≥ 8 (key len) + 4 (type) + 1 bytes; each tensor info ≥ 8 + 4 + 4 + 8.
-        r.check_count(n_kv, 13, "n_kv", n_kv_at)?;
-        r.check_count(n_tensors, 24, "n_tensors", n_tensors_at)?;
-        for (count, cap, field, at) in [
-            (n_kv, MAX_KV, "n_kv", n_kv_at),
-            (n_tensors, MAX_TENSORS, "n_tensors", n_tensors_at),
-        ] {
-            if count > cap {
-                return Err(Error::Invalid {
-                    field: field.into(),
-                    offset: at,
-                    detail: format!("{count} exceeds the cap of {cap}"),
-                });
-            }
-        }
-
-        let mut metadata = Vec::with_capacity(n_kv as usize);
-        let mut alignment_at = 0u64;
-        let mut keys = HashSet::with_capacity(n_kv as usize);
-        for i in 0..n_kv {
-            let key_at = r.pos as u64;
-            let key = r.string(|| format!("metadata[{i}] key"))?;
-            let key = String::from_utf8(key).map_err(|_| Error::Invalid {
-                field: format!("metadata[{i}] key"),
-                offset: key_at,
-                detail: "key is not UTF-8".into(),
-            })?;
-            let qk = format!("\"{}\"", short(&key));
-            if key.is_empty() || !keys.insert(key.clone()) {
-                return Err(Error::Invalid {
-                    field: format!("metadata[{i}] key {qk}"),
-                    offset: key_at,
-                    detail: if key.is_empty() {
-                        "empty key".into()
-                    } else {
-                        "duplicate key".into()
-                    },
-                });
-            }
-            let type_at = r.pos as u64;
-            let type_id = r.u32(|| format!("metadata {qk} value type"))?;
-            let vt = ValueType::from_id(type_id).ok_or_else(|| Error::Invalid {
-                field: format!("metadata {qk} value type"),
-                offset: type_at,
-                detail: format!("unknown GGUF value type id {type_id}"),
-            })?;
-            if key == KEY_ALIGNMENT {
-                alignment_at = r.pos as u64;
-            }
-            let value = r.value(vt, &key, 0)?;
-            metadata.push((key, value));
-        }
-
-        let alignment = match metadata.iter().find(|(k, _)| k == KEY_ALIGNMENT) {
-            None => DEFAULT_ALIGNMENT,
-            Some((_, Value::U32(a))) if *a != 0 && a.is_power_of_two() => *a as u64,
-            Some((_, v)) => {
-                return Err(Error::Invalid {
-                    field: format!("metadata {KEY_ALIGNMENT:?}"),
-                    offset: alignment_at,
-                    detail: format!(
-                        "must be a u32 power of two, found {} {v}",
-                        v.value_type().name()
-                    ),
-                })
-            }
-        };
-
+        let (version, n_tensors, n_kv) = read_preamble(&mut r)?;
+        let (metadata, alignment_at) = read_metadata(&mut r, n_kv)?;
+        let alignment = alignment_of(&metadata, alignment_at)?;
         let mut tensors = Vec::with_capacity(n_tensors as usize);
         let mut names = HashSet::with_capacity(n_tensors as usize);
         let mut expected_offset = 0u64;
         for i in 0..n_tensors {
-            let name_at = r.pos as u64;
-            let name = r.string(|| format!("tensor_info[{i}] name"))?;
-            let name = String::from_utf8(name).map_err(|_| Error::Invalid {
-                field: format!("tensor_info[{i}] name"),
-                offset: name_at,
-                detail: "name is not UTF-8".into(),
-            })?;
-            let qn = format!("\"{}\"", short(&name));
-            let bad = |detail: String, offset: u64| Error::Invalid {
-                field: format!("tensor_info[{i}] {qn}"),
-                offset,
-                detail,
-            };
-            if name.len() > MAX_TENSOR_NAME_LEN {
-                return Err(bad(
-                    format!(
-                        "name is {} bytes, the limit is {MAX_TENSOR_NAME_LEN} (GGML_MAX_NAME)",
-                        name.len()
-                    ),
-                    name_at,
-                ));
-            }
-            if !names.insert(name.clone()) {
-                return Err(bad("duplicate tensor name".into(), name_at));
-            }
-            let dims_at = r.pos as u64;
-            let n_dims = r.u32(|| format!("tensor {qn} n_dims"))?;
-            if n_dims as usize > MAX_DIMS {
-                return Err(bad(format!("n_dims = {n_dims} > {MAX_DIMS}"), dims_at));
-            }
-            let mut dims = Vec::with_capacity(n_dims as usize);
-            for j in 0..n_dims {
-                let at = r.pos as u64;
-                let ne = r.i64(|| format!("tensor {qn} ne[{j}]"))?;
-                if ne < 0 {
-                    return Err(bad(format!("ne[{j}] = {ne} is negative"), at));
-                }
-                dims.push(ne as u64);
-            }
-            let type_at = r.pos as u64;
-            let type_id = r.u32(|| format!("tensor {qn} type"))?;
-            let ggml_type = GgmlType::from_id(type_id).ok_or_else(|| Error::UnknownType {
-                tensor: short(&name),
-                id: type_id,
-                offset: type_at,
-            })?;
-            let n_bytes = tensor_n_bytes(ggml_type, &dims).map_err(|d| bad(d, dims_at))?;
-            let offset_at = r.pos as u64;
-            let offset = r.u64(|| format!("tensor {qn} offset"))?;
-            if offset != expected_offset {
-                return Err(bad(
-                    format!(
-                        "data offset {offset} != {expected_offset}: llama.cpp requires tensors to be \
-                         contiguous in info order, each padded to {alignment} bytes"
-                    ),
-                    offset_at,
-                ));
-            }
-            expected_offset = pad(n_bytes, alignment)
-                .and_then(|n| offset.checked_add(n))
-                .ok_or_else(|| bad("offset + size overflows u64".into(), offset_at))?;
-            tensors.push(TensorInfo {
-                name,
-                ggml_type,
-                dims,
-                offset,
-                n_bytes,
-            });
+            let t = read_tensor_info(&mut r, i, &mut names, expected_offset, alignment)?;
+            expected_offset = pad(t.n_bytes, alignment)
+                .and_then(|n| t.offset.checked_add(n))
+                .ok_or_else(|| Error::Invalid {
+                    field: format!("tensor_info[{i}] \"{}\"", short(&t.name)),
+                    offset: r.pos as u64 - 8,
+                    detail: "offset + size overflows u64".into(),
+                })?;
+            tensors.push(t);
         }
-
         let end_of_infos = r.pos as u64;
         let data_offset = pad(end_of_infos, alignment).expect("small");
-        let len = bytes.len() as u64;
-        if check_data && !tensors.is_empty() && data_offset > len {
-            return Err(Error::Truncated {
-                field: "padding before the data section".into(),
-                offset: end_of_infos,
-                need: data_offset - end_of_infos,
-                len,
-            });
-        }
-        for t in tensors.iter().filter(|_| check_data) {
-            let start = data_offset + t.offset;
-            if start.checked_add(t.n_bytes).is_none_or(|end| end > len) {
-                return Err(Error::Truncated {
-                    field: format!("tensor \"{}\" data", short(&t.name)),
-                    offset: start,
-                    need: t.n_bytes,
-                    len,
-                });
-            }
+        if check_data {
+            check_data_section(&tensors, end_of_infos, data_offset, bytes.len() as u64)?;
         }
         Ok(Header {
             version,
@@ -596,4 +437,207 @@ impl Header {
         let map = map_regular(path)?;
         Header::parse_infos(&map).map_err(|e| e.in_file(path))
     }
+}
+
+/// Magic, version, tensor count and key count, each checked against what the file can hold
+/// and the caps (`MAX_KV`, `MAX_TENSORS`).
+fn read_preamble(r: &mut Cursor<'_>) -> Result<(u32, u64, u64)> {
+    let magic = r.take(4, || "magic".into())?;
+    if magic != GGUF_MAGIC {
+        return Err(Error::BadMagic {
+            found: magic.try_into().expect("4 bytes"),
+        });
+    }
+    let version = r.u32(|| "version".into())?;
+    if version & 0xFFFF == 0 && version != 0 {
+        return Err(Error::BigEndian { raw: version });
+    }
+    if version != 2 && version != 3 {
+        return Err(Error::UnsupportedVersion { version });
+    }
+    let n_tensors_at = r.pos as u64;
+    let n_tensors = r.u64(|| "n_tensors".into())?;
+    let n_kv_at = r.pos as u64;
+    let n_kv = r.u64(|| "n_kv".into())?;
+    // Each kv needs ≥ 8 (key len) + 4 (type) + 1 bytes; each tensor info ≥ 8 + 4 + 4 + 8.
+    r.check_count(n_kv, 13, "n_kv", n_kv_at)?;
+    r.check_count(n_tensors, 24, "n_tensors", n_tensors_at)?;
+    for (count, cap, field, at) in [
+        (n_kv, MAX_KV, "n_kv", n_kv_at),
+        (n_tensors, MAX_TENSORS, "n_tensors", n_tensors_at),
+    ] {
+        if count > cap {
+            return Err(Error::Invalid {
+                field: field.into(),
+                offset: at,
+                detail: format!("{count} exceeds the cap of {cap}"),
+            });
+        }
+    }
+    Ok((version, n_tensors, n_kv))
+}
+
+/// The `n_kv` key/value pairs (keys UTF-8, non-empty, unique), and the offset of
+/// `general.alignment`'s value (0 when absent).
+fn read_metadata(r: &mut Cursor<'_>, n_kv: u64) -> Result<(Vec<(String, Value)>, u64)> {
+    let mut metadata = Vec::with_capacity(n_kv as usize);
+    let mut alignment_at = 0u64;
+    let mut keys = HashSet::with_capacity(n_kv as usize);
+    for i in 0..n_kv {
+        let key_at = r.pos as u64;
+        let key = r.string(|| format!("metadata[{i}] key"))?;
+        let key = String::from_utf8(key).map_err(|_| Error::Invalid {
+            field: format!("metadata[{i}] key"),
+            offset: key_at,
+            detail: "key is not UTF-8".into(),
+        })?;
+        let qk = format!("\"{}\"", short(&key));
+        if key.is_empty() || !keys.insert(key.clone()) {
+            return Err(Error::Invalid {
+                field: format!("metadata[{i}] key {qk}"),
+                offset: key_at,
+                detail: if key.is_empty() {
+                    "empty key".into()
+                } else {
+                    "duplicate key".into()
+                },
+            });
+        }
+        let type_at = r.pos as u64;
+        let type_id = r.u32(|| format!("metadata {qk} value type"))?;
+        let vt = ValueType::from_id(type_id).ok_or_else(|| Error::Invalid {
+            field: format!("metadata {qk} value type"),
+            offset: type_at,
+            detail: format!("unknown GGUF value type id {type_id}"),
+        })?;
+        if key == KEY_ALIGNMENT {
+            alignment_at = r.pos as u64;
+        }
+        let value = r.value(vt, &key, 0)?;
+        metadata.push((key, value));
+    }
+    Ok((metadata, alignment_at))
+}
+
+/// `general.alignment` (a u32 power of two), or the default when absent.
+fn alignment_of(metadata: &[(String, Value)], alignment_at: u64) -> Result<u64> {
+    match metadata.iter().find(|(k, _)| k == KEY_ALIGNMENT) {
+        None => Ok(DEFAULT_ALIGNMENT),
+        Some((_, Value::U32(a))) if *a != 0 && a.is_power_of_two() => Ok(*a as u64),
+        Some((_, v)) => Err(Error::Invalid {
+            field: format!("metadata {KEY_ALIGNMENT:?}"),
+            offset: alignment_at,
+            detail: format!(
+                "must be a u32 power of two, found {} {v}",
+                v.value_type().name()
+            ),
+        }),
+    }
+}
+
+/// Tensor info `i`: a unique UTF-8 name within GGML_MAX_NAME, at most `MAX_DIMS`
+/// non-negative dims, a known type, and its data at `expected_offset` (contiguous in info
+/// order, each padded to `alignment`).
+fn read_tensor_info(
+    r: &mut Cursor<'_>,
+    i: u64,
+    names: &mut HashSet<String>,
+    expected_offset: u64,
+    alignment: u64,
+) -> Result<TensorInfo> {
+    let name_at = r.pos as u64;
+    let name = r.string(|| format!("tensor_info[{i}] name"))?;
+    let name = String::from_utf8(name).map_err(|_| Error::Invalid {
+        field: format!("tensor_info[{i}] name"),
+        offset: name_at,
+        detail: "name is not UTF-8".into(),
+    })?;
+    let qn = format!("\"{}\"", short(&name));
+    let bad = |detail: String, offset: u64| Error::Invalid {
+        field: format!("tensor_info[{i}] {qn}"),
+        offset,
+        detail,
+    };
+    if name.len() > MAX_TENSOR_NAME_LEN {
+        return Err(bad(
+            format!(
+                "name is {} bytes, the limit is {MAX_TENSOR_NAME_LEN} (GGML_MAX_NAME)",
+                name.len()
+            ),
+            name_at,
+        ));
+    }
+    if !names.insert(name.clone()) {
+        return Err(bad("duplicate tensor name".into(), name_at));
+    }
+    let dims_at = r.pos as u64;
+    let n_dims = r.u32(|| format!("tensor {qn} n_dims"))?;
+    if n_dims as usize > MAX_DIMS {
+        return Err(bad(format!("n_dims = {n_dims} > {MAX_DIMS}"), dims_at));
+    }
+    let mut dims = Vec::with_capacity(n_dims as usize);
+    for j in 0..n_dims {
+        let at = r.pos as u64;
+        let ne = r.i64(|| format!("tensor {qn} ne[{j}]"))?;
+        if ne < 0 {
+            return Err(bad(format!("ne[{j}] = {ne} is negative"), at));
+        }
+        dims.push(ne as u64);
+    }
+    let type_at = r.pos as u64;
+    let type_id = r.u32(|| format!("tensor {qn} type"))?;
+    let ggml_type = GgmlType::from_id(type_id).ok_or_else(|| Error::UnknownType {
+        tensor: short(&name),
+        id: type_id,
+        offset: type_at,
+    })?;
+    let n_bytes = tensor_n_bytes(ggml_type, &dims).map_err(|d| bad(d, dims_at))?;
+    let offset_at = r.pos as u64;
+    let offset = r.u64(|| format!("tensor {qn} offset"))?;
+    if offset != expected_offset {
+        return Err(bad(
+            format!(
+                "data offset {offset} != {expected_offset}: llama.cpp requires tensors to be \
+                 contiguous in info order, each padded to {alignment} bytes"
+            ),
+            offset_at,
+        ));
+    }
+    Ok(TensorInfo {
+        name,
+        ggml_type,
+        dims,
+        offset,
+        n_bytes,
+    })
+}
+
+/// Every tensor's data lies inside a file of `len` bytes whose data section starts at
+/// `data_offset` (the infos end at `end_of_infos`).
+fn check_data_section(
+    tensors: &[TensorInfo],
+    end_of_infos: u64,
+    data_offset: u64,
+    len: u64,
+) -> Result<()> {
+    if !tensors.is_empty() && data_offset > len {
+        return Err(Error::Truncated {
+            field: "padding before the data section".into(),
+            offset: end_of_infos,
+            need: data_offset - end_of_infos,
+            len,
+        });
+    }
+    for t in tensors {
+        let start = data_offset + t.offset;
+        if start.checked_add(t.n_bytes).is_none_or(|end| end > len) {
+            return Err(Error::Truncated {
+                field: format!("tensor \"{}\" data", short(&t.name)),
+                offset: start,
+                need: t.n_bytes,
+                len,
+            });
+        }
+    }
+    Ok(())
 }

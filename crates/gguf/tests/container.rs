@@ -211,7 +211,6 @@ fn err_of(bytes: &[u8]) -> Error {
 #[test]
 fn hostile_headers_give_errors_naming_field_and_offset() {
     let good = sample();
-    let ti = first_tensor_info_offset(&good);
 
     // Bad magic.
     let mut b = good.clone();
@@ -263,6 +262,23 @@ fn hostile_headers_give_errors_naming_field_and_offset() {
     b[count_at..count_at + 8].copy_from_slice(&1_000_000u64.to_le_bytes());
     assert!(err_of(&b).to_string().contains("cannot fit"));
 
+    // Alignment that is not a power of two.
+    let mut w = GgufWriter::new();
+    w.add_kv("general.alignment", Value::U32(48));
+    let mut b = Vec::new();
+    assert!(w.write_to(&mut b).is_err());
+    // Bool byte other than 0/1.
+    let key = b"t.bool";
+    let at = good.windows(key.len()).position(|w| w == key).unwrap() + key.len() + 4;
+    let mut b = good.clone();
+    b[at] = 2;
+    assert!(err_of(&b).to_string().contains("neither 0 nor 1"));
+}
+
+#[test]
+fn hostile_tensor_infos_give_errors_naming_the_tensor_and_offset() {
+    let good = sample();
+    let ti = first_tensor_info_offset(&good);
     // Tensor info: unknown type id, n_dims = 5, negative ne, offset beyond EOF, ne[0] % block.
     let name_len = 8;
     let n_dims_at = ti + 8 + name_len;
@@ -315,18 +331,6 @@ fn hostile_headers_give_errors_naming_field_and_offset() {
     assert!(err_of(&b)
         .to_string()
         .contains("not a multiple of the Q4_0 block size 32"));
-
-    // Alignment that is not a power of two.
-    let mut w = GgufWriter::new();
-    w.add_kv("general.alignment", Value::U32(48));
-    let mut b = Vec::new();
-    assert!(w.write_to(&mut b).is_err());
-    // Bool byte other than 0/1.
-    let key = b"t.bool";
-    let at = good.windows(key.len()).position(|w| w == key).unwrap() + key.len() + 4;
-    let mut b = good.clone();
-    b[at] = 2;
-    assert!(err_of(&b).to_string().contains("neither 0 nor 1"));
 }
 
 #[test]

@@ -125,21 +125,30 @@ impl<'m> Context<'m> {
         first_output: usize,
     ) -> Result<Vec<Vec<f32>>, RuntimeError> {
         self.eval_outputs(tokens, first_output)?;
+        self.output_rows(first_output..tokens.len(), 0)
+    }
+
+    /// Copies of the logits rows of batch indices `idx` (each requested as an output) of a
+    /// batch decoded at positions `pos0..` (named in errors).
+    fn output_rows(
+        &self,
+        idx: std::ops::Range<usize>,
+        pos0: usize,
+    ) -> Result<Vec<Vec<f32>>, RuntimeError> {
         let n_vocab = self.model.n_vocab();
-        (first_output..tokens.len())
-            .map(|i| {
-                // SAFETY: position i was requested as an output.
-                let p = unsafe { sys::llama_get_logits_ith(self.ptr.as_ptr(), i as i32) };
-                if p.is_null() {
-                    return Err(RuntimeError::Eval {
-                        call: "llama_get_logits_ith",
-                        detail: format!("no logits at position {i}"),
-                    });
-                }
-                // SAFETY: n_vocab floats per output row.
-                Ok(unsafe { std::slice::from_raw_parts(p, n_vocab) }.to_vec())
-            })
-            .collect()
+        idx.map(|i| {
+            // SAFETY: batch index i was requested as an output.
+            let p = unsafe { sys::llama_get_logits_ith(self.ptr.as_ptr(), i as i32) };
+            if p.is_null() {
+                return Err(RuntimeError::Eval {
+                    call: "llama_get_logits_ith",
+                    detail: format!("no logits at position {}", pos0 + i),
+                });
+            }
+            // SAFETY: n_vocab floats per output row.
+            Ok(unsafe { std::slice::from_raw_parts(p, n_vocab) }.to_vec())
+        })
+        .collect()
     }
 
     /// As [`Context::logits_from`], without copying: one slice per output row into llama.cpp's
@@ -169,6 +178,18 @@ impl<'m> Context<'m> {
     }
 
     fn eval_outputs(&mut self, tokens: &[i32], first_output: usize) -> Result<(), RuntimeError> {
+        self.clear();
+        self.decode_at(tokens, 0, first_output)
+    }
+
+    /// Decodes `tokens` at positions `pos0..` of sequence 0 as one batch (whatever the memory
+    /// holds before `pos0` stays), requesting outputs for batch indices ≥ `first_output`.
+    fn decode_at(
+        &mut self,
+        tokens: &[i32],
+        pos0: usize,
+        first_output: usize,
+    ) -> Result<(), RuntimeError> {
         let n = tokens.len();
         if n == 0 || n > self.params.n_batch as usize || n > self.params.n_ctx as usize {
             return Err(RuntimeError::Eval {
@@ -179,14 +200,13 @@ impl<'m> Context<'m> {
                 ),
             });
         }
-        self.clear();
         // SAFETY: batch sized for n tokens with one seq id each; every array llama_batch_init
         // allocates is written for indices < n; freed below on every path.
         unsafe {
             let mut batch = sys::llama_batch_init(n as i32, 0, 1);
             for (i, &t) in tokens.iter().enumerate() {
                 *batch.token.add(i) = t;
-                *batch.pos.add(i) = i as i32;
+                *batch.pos.add(i) = (pos0 + i) as i32;
                 *batch.n_seq_id.add(i) = 1;
                 *(*batch.seq_id.add(i)) = 0;
                 *batch.logits.add(i) = (i >= first_output) as i8;
@@ -271,6 +291,39 @@ impl<'m> Context<'m> {
                 sys::llama_memory_clear(mem, false);
             }
         }
+    }
+
+    /// Logits of a continuation of sequence 0: drops what the memory holds from position
+    /// `pos0` on (keeping positions `0..pos0`, e.g. a shared prefix decoded once by
+    /// [`Context::logits_from`]), decodes `tokens` at positions `pos0..` and returns the logits
+    /// of each (`tokens.len()` rows of `n_vocab`). llama-perplexity's HellaSwag shares the
+    /// context of the four endings the same way, so each ending costs only its own tokens.
+    ///
+    /// Errors: more tokens than one batch or the context holds, or a failed decode.
+    pub fn logits_continuing(
+        &mut self,
+        tokens: &[i32],
+        pos0: usize,
+    ) -> Result<Vec<Vec<f32>>, RuntimeError> {
+        if pos0 + tokens.len() > self.params.n_ctx as usize {
+            return Err(RuntimeError::Eval {
+                call: "llama_decode",
+                detail: format!(
+                    "positions {pos0}..{} do not fit the context of {}",
+                    pos0 + tokens.len(),
+                    self.params.n_ctx
+                ),
+            });
+        }
+        // SAFETY: valid context; a decoder has memory (checked non-null).
+        unsafe {
+            let mem = sys::llama_get_memory(self.ptr.as_ptr());
+            if !mem.is_null() {
+                sys::llama_memory_seq_rm(mem, 0, pos0 as i32, -1);
+            }
+        }
+        self.decode_at(tokens, pos0, 0)?;
+        self.output_rows(0..tokens.len(), pos0)
     }
 
     /// Logits of every position of one sequence: `tokens.len()` rows of `n_vocab`.

@@ -214,31 +214,7 @@ pub fn dequantize_tensors(
     quant: &MlxQuantization,
     path: &Path,
 ) -> Result<HashMap<String, Tensor>> {
-    let mut modules: Vec<String> = tensors
-        .iter()
-        .filter_map(|(name, t)| {
-            if let Some(p) = name.strip_suffix(".scales") {
-                Some(p.to_string())
-            } else if let Some(p) = name.strip_suffix(".biases") {
-                Some(p.to_string())
-            } else if t.dtype() == DType::U32 {
-                name.strip_suffix(".weight").map(str::to_string)
-            } else {
-                None
-            }
-        })
-        .collect();
-    // Modules the metadata names as quantized (an override object) whose weight is present:
-    // their scales/biases must be there too.
-    modules.extend(
-        quant
-            .overrides
-            .iter()
-            .filter(|(k, v)| v.is_some() && tensors.contains_key(&format!("{k}.weight")))
-            .map(|(k, _)| k.clone()),
-    );
-    modules.sort();
-    modules.dedup();
+    let modules = quantized_modules(&tensors, quant);
     let mut tensors = tensors;
     let mut out = HashMap::with_capacity(tensors.len());
     for p in &modules {
@@ -266,52 +242,11 @@ pub fn dequantize_tensors(
                 ),
             )
         })?;
-        if w.dtype() != DType::U32 {
-            return Err(bad(
-                path,
-                format!(
-                    "tensor {wn}: quantized weight has dtype {:?}, expected U32",
-                    w.dtype()
-                ),
-            ));
-        }
-        let (o, wc) = w.dims2().map_err(|_| {
-            bad(
-                path,
-                format!("tensor {wn}: shape {:?} is not 2-D", w.dims()),
-            )
-        })?;
-        if s.dims() != b.dims() {
-            return Err(bad(
-                path,
-                format!(
-                    "tensor {sn}: shape {:?} differs from {bn} {:?}",
-                    s.dims(),
-                    b.dims()
-                ),
-            ));
-        }
-        let (so, sc) = s.dims2().map_err(|_| {
-            bad(
-                path,
-                format!("tensor {sn}: shape {:?} is not 2-D", s.dims()),
-            )
-        })?;
-        let bits = prm.bits as usize;
-        if so != o || !(wc * 32).is_multiple_of(bits) || wc * 32 / bits != sc * prm.group {
-            return Err(bad(
-                path,
-                format!(
-                    "tensor {wn}: shape [{o}, {wc}] with {sn} [{so}, {sc}] disagrees with \
-                     bits {} / group_size {} (weight cols·32/bits = {} ≠ scales cols·group = {})",
-                    prm.bits,
-                    prm.group,
-                    wc * 32 / bits,
-                    sc * prm.group
-                ),
-            ));
-        }
-        let inn = sc * prm.group;
+        let (o, inn) = module_dims(
+            [(&w, wn.as_str()), (&s, sn.as_str()), (&b, bn.as_str())],
+            prm,
+            path,
+        )?;
         let codes = w.flatten_all()?.to_vec1::<u32>()?;
         let sv = s.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
         let bv = b.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
@@ -323,6 +258,94 @@ pub fn dequantize_tensors(
         out.insert(name, t);
     }
     Ok(out)
+}
+
+/// The modules of `tensors` that are quantized: those with `scales`/`biases` or a U32 weight,
+/// and those the metadata names as quantized (an override object) whose weight is present (their
+/// scales/biases must then be there too). Sorted.
+fn quantized_modules(tensors: &HashMap<String, Tensor>, quant: &MlxQuantization) -> Vec<String> {
+    let mut modules: Vec<String> = tensors
+        .iter()
+        .filter_map(|(name, t)| {
+            if let Some(p) = name.strip_suffix(".scales") {
+                Some(p.to_string())
+            } else if let Some(p) = name.strip_suffix(".biases") {
+                Some(p.to_string())
+            } else if t.dtype() == DType::U32 {
+                name.strip_suffix(".weight").map(str::to_string)
+            } else {
+                None
+            }
+        })
+        .collect();
+    modules.extend(
+        quant
+            .overrides
+            .iter()
+            .filter(|(k, v)| v.is_some() && tensors.contains_key(&format!("{k}.weight")))
+            .map(|(k, _)| k.clone()),
+    );
+    modules.sort();
+    modules.dedup();
+    modules
+}
+
+/// Rows and inputs per row of a quantized module from its `[weight, scales, biases]` (each
+/// with its name), checked against `prm`: a U32 2-D weight, scales and biases of one 2-D shape,
+/// and `weight cols · 32 / bits = scales cols · group`.
+///
+/// Errors: the first disagreement, naming the tensor.
+fn module_dims(
+    [(w, wn), (s, sn), (b, bn)]: [(&Tensor, &str); 3],
+    prm: AffineParams,
+    path: &Path,
+) -> Result<(usize, usize)> {
+    if w.dtype() != DType::U32 {
+        return Err(bad(
+            path,
+            format!(
+                "tensor {wn}: quantized weight has dtype {:?}, expected U32",
+                w.dtype()
+            ),
+        ));
+    }
+    let (o, wc) = w.dims2().map_err(|_| {
+        bad(
+            path,
+            format!("tensor {wn}: shape {:?} is not 2-D", w.dims()),
+        )
+    })?;
+    if s.dims() != b.dims() {
+        return Err(bad(
+            path,
+            format!(
+                "tensor {sn}: shape {:?} differs from {bn} {:?}",
+                s.dims(),
+                b.dims()
+            ),
+        ));
+    }
+    let (so, sc) = s.dims2().map_err(|_| {
+        bad(
+            path,
+            format!("tensor {sn}: shape {:?} is not 2-D", s.dims()),
+        )
+    })?;
+    let bits = prm.bits as usize;
+    if so != o || !(wc * 32).is_multiple_of(bits) || wc * 32 / bits != sc * prm.group {
+        return Err(bad(
+            path,
+            format!(
+                "tensor {wn}: shape [{o}, {wc}] with {sn} [{so}, {sc}] disagrees with \
+                 bits {} / group_size {} (weight cols·32/bits = {} ≠ scales cols·group = {})",
+                prm.bits,
+                prm.group,
+                wc * 32 / bits,
+                sc * prm.group
+            ),
+        ));
+    }
+    Ok((o, sc * prm.group))
 }
 
 /// All tensors of the MLX folder `dir` as f32 (quantized modules dequantized), read with

@@ -118,6 +118,27 @@ pub fn wilson(correct: usize, n: usize) -> (f64, f64) {
     )
 }
 
+/// The mean log-probability of `seq`'s ending (tokens `cp..`) given its context: `first` is
+/// the logits row of position `cp − 1`, `rest` those of positions `cp ..= len − 2`. The first
+/// token's probability as llama-perplexity computes it (f32 exp, f64 sum, f32 probability,
+/// then log); the others with an f32 sum. NaN for an ending with no token of its own.
+fn ending_score(seq: &[i32], cp: usize, first: &[f32], rest: &[Vec<f32>]) -> f64 {
+    let mut lp = 0f64;
+    for j in cp - 1..seq.len() - 1 {
+        let l = if j == cp - 1 { first } else { &rest[j - cp] };
+        let y = seq[j + 1] as usize;
+        let max = l.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v));
+        lp += if j == cp - 1 {
+            let sum: f64 = l.iter().map(|v| (v - max).exp() as f64).sum();
+            (((l[y] - max).exp() as f64 / sum) as f32).ln() as f64
+        } else {
+            let sum: f32 = l.iter().map(|v| (v - max).exp()).sum();
+            (l[y] - max - sum.ln()) as f64
+        };
+    }
+    lp / (seq.len() - cp) as f64
+}
+
 /// Runs `n_tasks` tasks; `row(n, acc, lo, hi)` is called after each.
 pub fn run(
     model_path: &Path,
@@ -157,31 +178,23 @@ pub fn run(
         if cp == 0 {
             bail!("task {ti}: the endings share no prefix token");
         }
+        if let Some(seq) = seqs.iter().find(|s| s.len() as u32 > n_ctx) {
+            bail!(
+                "task {ti} does not fit in the context window (requires {} tokens)",
+                seq.len()
+            );
+        }
+        // The shared context once (its last position predicts each ending's first token),
+        // then each ending's own tokens after it.
+        let first = ctx.logits_from(&seqs[0][..cp], cp - 1)?.remove(0);
         let mut best = (0usize, f64::NEG_INFINITY);
         for (s, seq) in seqs.iter().enumerate() {
-            if seq.len() as u32 > n_ctx {
-                bail!(
-                    "task {ti} does not fit in the context window (requires {} tokens)",
-                    seq.len()
-                );
-            }
-            let logits = ctx.logits_from(seq, cp - 1)?;
-            let mut lp = 0f64;
-            for j in cp - 1..seq.len() - 1 {
-                let l = &logits[j - (cp - 1)];
-                let y = seq[j + 1] as usize;
-                let max = l.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v));
-                lp += if j == cp - 1 {
-                    // f32 exp, f64 sum, f32 probability, then log.
-                    let sum: f64 = l.iter().map(|v| (v - max).exp() as f64).sum();
-                    (((l[y] - max).exp() as f64 / sum) as f32).ln() as f64
-                } else {
-                    // f32 exp with an f32 sum.
-                    let sum: f32 = l.iter().map(|v| (v - max).exp()).sum();
-                    (l[y] - max - sum.ln()) as f64
-                };
-            }
-            let score = lp / (seq.len() - cp) as f64;
+            let rest = if seq.len() > cp + 1 {
+                ctx.logits_continuing(&seq[cp..seq.len() - 1], cp)?
+            } else {
+                Vec::new()
+            };
+            let score = ending_score(seq, cp, &first, &rest);
             if score > best.1 {
                 best = (s, score);
             }

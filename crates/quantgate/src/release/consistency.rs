@@ -11,7 +11,8 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::{source, sums, ReleaseReport, RECEIPT, REPORT_JSON};
+use super::{sums, ReleaseReport, RECEIPT, REPORT_JSON};
+use crate::source::shipped;
 use crate::verify::{self, Blocker, BlockerCode, Verdict, VerifyReport};
 
 /// The files a release writes itself (besides the GGUFs and the copied source files).
@@ -45,7 +46,7 @@ pub fn check(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Blocker>) ->
 /// A file of the folder that the release neither writes nor copies is a blocker naming it
 /// (an added `chat_template.jinja` changes what a loader of the folder runs).
 fn known_files_only(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Blocker>) -> Result<()> {
-    let copied_ok = |rel: &str| source::COPIED.contains(&rel) || source::is_license_file(rel);
+    let copied_ok = |rel: &str| shipped::COPIED.contains(&rel) || shipped::is_license_file(rel);
     for rel in &report.source_files {
         if !copied_ok(rel) {
             blockers.push(Blocker::new(

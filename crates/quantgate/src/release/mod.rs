@@ -14,13 +14,13 @@
 pub mod card;
 pub mod consistency;
 mod html;
-pub mod source;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::source::shipped;
 use crate::threads::Threads;
 pub use crate::verify::gate3::sums::{self, RECEIPT};
 use crate::verify::gate3::{self, plain_name, Shipped};
@@ -85,7 +85,7 @@ pub struct ReleaseReport {
     pub source: String,
     pub base_model: Option<String>,
     /// The source card's front matter as carried.
-    pub card_meta: source::CardMeta,
+    pub card_meta: shipped::CardMeta,
     /// Source files shipped, relative paths.
     pub source_files: Vec<String>,
     /// The shipped GGUFs, in the order given.
@@ -222,7 +222,7 @@ fn check_options(opts: &ReleaseOptions) -> Result<()> {
         }
         names.push(n);
     }
-    let source = source::files_to_copy(&opts.hf_dir)?;
+    let source = shipped::files_to_copy(&opts.hf_dir)?;
     for n in &names {
         if RESERVED.contains(&n.as_str()) || source.contains(n) {
             bail!("--gguf {n}: the release writes a file of that name itself; rename the GGUF");
@@ -292,7 +292,7 @@ fn assemble(opts: &ReleaseOptions, dir: &Path, files: Vec<ReleasedFile>) -> Resu
     for (g, f) in opts.ggufs.iter().zip(&files) {
         copy(g, &dir.join(&f.name))?;
     }
-    let source_files = source::files_to_copy(&opts.hf_dir)?;
+    let source_files = shipped::files_to_copy(&opts.hf_dir)?;
     for rel in &source_files {
         copy(&opts.hf_dir.join(rel), &dir.join(rel))?;
     }
@@ -311,7 +311,7 @@ fn assemble(opts: &ReleaseOptions, dir: &Path, files: Vec<ReleasedFile>) -> Resu
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         base_model: opts.base_model.clone(),
-        card_meta: source::card_meta(&opts.hf_dir)?,
+        card_meta: shipped::card_meta(&opts.hf_dir)?,
         source_files,
         command: command_line(opts),
         files,

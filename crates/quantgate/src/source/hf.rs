@@ -89,6 +89,23 @@ pub const SIDE_FILES: &[&str] = &[
     "1_Pooling/config.json",
 ];
 
+/// Every input file of the HF folder `dir` that is present: the [`SIDE_FILES`], the
+/// SentencePiece model (`tokenizer.model`) and the safetensors shards (as the reference reads
+/// them), in that order. What `verify` hashes before measuring.
+///
+/// Errors: a path that cannot be examined (a symlink loop, a permission error).
+pub fn input_files(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let mut out = Vec::new();
+    for name in SIDE_FILES.iter().copied().chain(["tokenizer.model"]) {
+        let p = dir.join(name);
+        if crate::paths::present(&p)? {
+            out.push(p);
+        }
+    }
+    out.extend(reference::safetensors_files(dir).unwrap_or_default());
+    Ok(out)
+}
+
 /// Reads a JSON file, naming it in errors.
 pub fn read_json(path: &Path) -> Result<Value> {
     // A FIFO or device would block or never end: only regular files are opened.

@@ -3,7 +3,8 @@
 //! through `convert`). config.json in both transformers generations (`fields`, `rope`,
 //! `declared`), the architecture table (`arch`), the tensors (`hf`, `mlx` for MLX-quantized
 //! modules), the tokenizer files (`tokenizer`, `vocab`, `spm`), chat templates, the generation
-//! config, the model card (`card`) and the Q/K row permutation (`permute`).
+//! config, the model card (`card`), what a release ships from the folder (`shipped`) and the
+//! Q/K row permutation (`permute`).
 
 pub mod arch;
 pub mod card;
@@ -16,6 +17,7 @@ pub mod hparams;
 pub mod mlx;
 pub mod permute;
 pub mod rope;
+pub mod shipped;
 pub mod spm;
 pub mod tokenizer;
 pub mod vocab;

@@ -64,23 +64,12 @@ pub(super) fn hash_hf_inputs(opts: &VerifyOptions) -> Result<Vec<InputHash>> {
             ..input_hash(p)?
         })
     };
-    let mut inputs = Vec::new();
     // Every source file a release may ship (so `release --check` can hold each shipped copy
-    // against the hash verify recorded), and the SentencePiece model.
-    for name in crate::source::hf::SIDE_FILES
+    // against the hash verify recorded), the SentencePiece model and the weights.
+    crate::source::hf::input_files(&opts.hf_dir)?
         .iter()
-        .copied()
-        .chain(["tokenizer.model"])
-    {
-        let p = opts.hf_dir.join(name);
-        if crate::paths::present(&p)? {
-            inputs.push(entry(&p)?);
-        }
-    }
-    for f in reference::safetensors_files(&opts.hf_dir).unwrap_or_default() {
-        inputs.push(entry(&f)?);
-    }
-    Ok(inputs)
+        .map(|p| entry(p))
+        .collect()
 }
 
 /// ggml's parse of the file, and its metadata as the stored bytes hold it.

@@ -93,7 +93,15 @@ fn degenerate_settings_are_usage_errors_not_panics() {
         ),
         (
             vec!["eval", "ppl", m, "-f", w, "-t", "0"],
-            "at least one thread",
+            "0 threads: expected 1 to 512",
+        ),
+        (
+            vec!["eval", "ppl", m, "-f", w, "-t", "513"],
+            "513 threads: expected 1 to 512",
+        ),
+        (
+            vec!["verify", "--hf", w, "--gguf", m, "--threads", "two"],
+            "not a whole number of threads",
         ),
         (
             vec![

@@ -230,6 +230,14 @@ fn tampered_metadata_is_no_go_naming_the_tensor() {
         );
         assert!(e.contains(&subject), "{e}");
     }
+}
+
+#[test]
+fn a_bits_string_and_a_nan_scale_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = tmp.path().join("good.gguf");
+    convert_to(&hf("q4-g64"), &good, None).unwrap();
+    let q = "model.layers.0.self_attn.q_proj";
     // 4. (adversarial review) bits as a string: verify said exit 2 with an unrelated tensor
     //    name; now NO-GO naming config.json, and convert names the field.
     let d4 = tampered(

@@ -98,12 +98,10 @@ fn with_shape(tmp: &Path, name: &str, tensor: &str, shape: [u64; 2]) -> PathBuf 
 }
 
 #[test]
-fn tampered_metadata_and_tensors_are_refused_or_no_go() {
+fn tampered_quantization_configs_are_refused_or_no_go() {
     let tmp = tempfile::tempdir().unwrap();
     let good = tmp.path().join("good.gguf");
     convert(&fixture("gptq-4-g128-sym"), &good).unwrap();
-    let q = "model.layers.0.self_attn.q_proj";
-
     // Bits and group size come from the config: a wrong one disagrees with the shapes.
     for (what, edit) in [
         (
@@ -162,7 +160,14 @@ fn tampered_metadata_and_tensors_are_refused_or_no_go() {
         r.blockers
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
 
+#[test]
+fn act_order_is_refused_unless_trivial() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = tmp.path().join("good.gguf");
+    convert(&fixture("gptq-4-g128-sym"), &good).unwrap();
+    let q = "model.layers.0.self_attn.q_proj";
     // Act-order: g_idx that is not i / group has no exact block type.
     let dir = tmp.path().join("actorder");
     common::copy_hf(&fixture("gptq-4-g128-sym"), &dir);
@@ -202,7 +207,14 @@ fn tampered_metadata_and_tensors_are_refused_or_no_go() {
     let e = convert(&dir, &tmp.path().join("v.gguf")).unwrap_err();
     assert!(format!("{e:#}").contains(".g_idx is missing"), "{e:#}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
 
+#[test]
+fn tensors_of_the_wrong_shape_are_refused_and_no_go() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = tmp.path().join("good.gguf");
+    convert(&fixture("gptq-4-g128-sym"), &good).unwrap();
+    let q = "model.layers.0.self_attn.q_proj";
     // A scales tensor of the wrong shape.
     let dir = with_shape(tmp.path(), "scales", &format!("{q}.scales"), [576, 5]);
     let e = convert(&dir, &tmp.path().join("u.gguf")).unwrap_err();

@@ -98,7 +98,7 @@ fn defects_are_refused_with_the_field_named() {
         .contains("thresholds.min_cosine"));
     assert!(
         err(|t| t.replace("min_cosine = 0.99", "min_cosine = 0.99\nmin_cosinex = 0.5"))
-            .contains("thresholds.min_cosinex: unknown")
+            .contains("unknown field `min_cosinex`")
     );
     assert!(err(|t| t.replace(
         "sha256 = \"173c87a53759e0201f33e0ccf978e510c2042d7f2cb78229d9a50d79b9e7dd08\"",

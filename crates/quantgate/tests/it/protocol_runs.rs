@@ -111,6 +111,15 @@ fn two_ci_runs_reproduce_and_analyze_follows_the_frozen_rule() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("not empty"));
 
     let (code, text, an) = analyze(&r1, &r2, &tmp.path().join("an"));
+    check_analysis(&an, code, &text, &tmp.path().join("an/analysis.md"));
+    let rows = an["rows"].as_array().unwrap();
+    let r2c = missing_and_changed_quantities_fail(tmp.path(), &r1, &r2, rows);
+    other_protocols_copies_and_claims_are_refused(tmp.path(), &r1, &r2, &r2c);
+}
+
+/// The analysis of two clean runs: every quantity present, the deterministic ones identical,
+/// the values in range, and the decision the frozen rule gives for the rows.
+fn check_analysis(an: &Value, code: Option<i32>, text: &str, md: &Path) {
     let rows = an["rows"].as_array().unwrap();
     // Every quantity present in both runs.
     assert!(rows.iter().all(|r| r["verdict"] != "missing"), "{text}");
@@ -128,7 +137,7 @@ fn two_ci_runs_reproduce_and_analyze_follows_the_frozen_rule() {
         "verify_go[F16]",
         "logits_min_cosine[F16]",
     ] {
-        let r = row(&an, q);
+        let r = row(an, q);
         assert_eq!(r["deviation"], 0.0, "{q}: {r}");
         assert_eq!(r["verdict"], "pass", "{q}");
     }
@@ -138,17 +147,17 @@ fn two_ci_runs_reproduce_and_analyze_follows_the_frozen_rule() {
         serde_json::json!(["SmolLM2-135M-Instruct/F16", "SmolLM2-135M-Instruct/Q4_K_M"])
     );
     // Quality values as measured on this fixture (F16 vs Q4_K_M, 4 chunks of 512).
-    let ppl = row(&an, "ppl[F16]")["run1"].as_f64().unwrap();
-    let kld = row(&an, "mean_kld[Q4_K_M]")["run1"].as_f64().unwrap();
+    let ppl = row(an, "ppl[F16]")["run1"].as_f64().unwrap();
+    let kld = row(an, "mean_kld[Q4_K_M]")["run1"].as_f64().unwrap();
     assert!(ppl > 15.0 && ppl < 35.0, "{ppl}");
     assert!(kld > 0.02 && kld < 0.2, "{kld}");
-    assert_eq!(row(&an, "verify_go[F16]")["run1"], 1.0);
+    assert_eq!(row(an, "verify_go[F16]")["run1"], 1.0);
     // Throughput: absolute t/s reported with spread, the Q/F16 ratio judged.
-    let ts = row(&an, "pp512_ts[F16]");
+    let ts = row(an, "pp512_ts[F16]");
     assert_eq!(ts["verdict"], "reported");
     assert!(ts["spread1"].as_f64().unwrap() >= 0.0);
-    assert_eq!(row(&an, "tg128_ratio[Q4_K_M/F16]")["kind"], "ratio");
-    assert!(row(&an, "tg128_ratio[Q4_K_M/F16]")["tolerance"] == 0.02);
+    assert_eq!(row(an, "tg128_ratio[Q4_K_M/F16]")["kind"], "ratio");
+    assert!(row(an, "tg128_ratio[Q4_K_M/F16]")["tolerance"] == 0.02);
     // The decision follows the rule from the rows.
     let failed: Vec<&Value> = rows
         .iter()
@@ -164,33 +173,42 @@ fn two_ci_runs_reproduce_and_analyze_follows_the_frozen_rule() {
     assert_eq!(an["decision"], expected, "{text}");
     assert_eq!(code, Some(if failed.is_empty() { 0 } else { 1 }));
     assert!(text.trim_end().ends_with(expected), "{text}");
-    let md = std::fs::read_to_string(tmp.path().join("an/analysis.md")).unwrap();
+    let md = std::fs::read_to_string(md).unwrap();
     assert!(md.contains(&format!("**Decision: {expected}**")));
     assert!(md.contains("| ppl[F16] | PPL |"));
+}
 
+/// A quantity deleted from run 2 fails as missing; one changed by 3% fails alone. Returns the
+/// changed run's folder.
+fn missing_and_changed_quantities_fail(
+    tmp: &Path,
+    r1: &Path,
+    r2: &Path,
+    rows: &[Value],
+) -> PathBuf {
     // One quantity deleted from r2 → it fails as missing (a quality one → capability gap).
-    let r2m = tmp.path().join("r2-missing");
-    copy_dir(&r2, &r2m);
+    let r2m = tmp.join("r2-missing");
+    copy_dir(r2, &r2m);
     let mut res = json(&r2m.join("results.json"));
     res["models"]["SmolLM2-135M-Instruct"]
         .as_object_mut()
         .unwrap()
         .remove("acc_norm[Q4_K_M]");
     std::fs::write(r2m.join("results.json"), res.to_string()).unwrap();
-    let (code, _, an) = analyze(&r1, &r2m, &tmp.path().join("an-m"));
+    let (code, _, an) = analyze(r1, &r2m, &tmp.join("an-m"));
     assert_eq!(code, Some(1));
     assert_eq!(row(&an, "acc_norm[Q4_K_M]")["verdict"], "missing");
     assert_eq!(row(&an, "acc_norm[Q4_K_M]")["run2"], Value::Null);
     assert_eq!(an["decision"], "capability gap");
 
     // One value changed by 3% → that quantity fails, every other keeps its verdict.
-    let r2c = tmp.path().join("r2-changed");
-    copy_dir(&r2, &r2c);
+    let r2c = tmp.join("r2-changed");
+    copy_dir(r2, &r2c);
     let mut res = json(&r2c.join("results.json"));
     let v = &mut res["models"]["SmolLM2-135M-Instruct"]["ppl[F16]"]["value"];
     *v = Value::from(v.as_f64().unwrap() * 1.03);
     std::fs::write(r2c.join("results.json"), res.to_string()).unwrap();
-    let (_, _, an_c) = analyze(&r1, &r2c, &tmp.path().join("an-c"));
+    let (_, _, an_c) = analyze(r1, &r2c, &tmp.join("an-c"));
     let r = row(&an_c, "ppl[F16]");
     assert_eq!(r["verdict"], "fail");
     assert!(
@@ -205,10 +223,16 @@ fn two_ci_runs_reproduce_and_analyze_follows_the_frozen_rule() {
         }
     }
 
+    r2c
+}
+
+/// Runs of different protocols, a results.json disagreeing with its protocol, the same run
+/// twice, and tolerances claimed by a results.json are all refused or ignored.
+fn other_protocols_copies_and_claims_are_refused(tmp: &Path, r1: &Path, r2: &Path, r2c: &Path) {
     // Runs of different protocols are never compared: r2's protocol edited (a comment) and
     // both receipts updated to its sha256.
-    let r2p = tmp.path().join("r2-other");
-    copy_dir(&r2, &r2p);
+    let r2p = tmp.join("r2-other");
+    copy_dir(r2, &r2p);
     let mut proto = std::fs::read(r2p.join("protocol.toml")).unwrap();
     proto.extend_from_slice(b"# edited\n");
     std::fs::write(r2p.join("protocol.toml"), &proto).unwrap();
@@ -218,36 +242,36 @@ fn two_ci_runs_reproduce_and_analyze_follows_the_frozen_rule() {
         v["protocol_sha256"] = Value::from(sha.clone());
         std::fs::write(r2p.join(f), v.to_string()).unwrap();
     }
-    let (code, text, _) = analyze(&r1, &r2p, &tmp.path().join("an-p"));
+    let (code, text, _) = analyze(r1, &r2p, &tmp.join("an-p"));
     assert_eq!(code, Some(2));
     assert!(text.contains("runs of different protocols"), "{text}");
     // A results.json whose protocol hash disagrees with its protocol.toml is refused.
-    let r2h = tmp.path().join("r2-hash");
-    copy_dir(&r2, &r2h);
+    let r2h = tmp.join("r2-hash");
+    copy_dir(r2, &r2h);
     let mut v = json(&r2h.join("results.json"));
     v["protocol_sha256"] = Value::from("0".repeat(64));
     std::fs::write(r2h.join("results.json"), v.to_string()).unwrap();
-    let (code, text, _) = analyze(&r1, &r2h, &tmp.path().join("an-h"));
+    let (code, text, _) = analyze(r1, &r2h, &tmp.join("an-h"));
     assert_eq!(code, Some(2));
     assert!(text.contains("disagree"), "{text}");
     // The same run twice, or a copy of it, is not a reproduction.
-    for other in [r1.clone(), tmp.path().join("r1-copy")] {
+    for other in [r1.to_path_buf(), tmp.join("r1-copy")] {
         if other != r1 {
-            copy_dir(&r1, &other);
+            copy_dir(r1, &other);
         }
-        let (code, text, _) = analyze(&r1, &other, &tmp.path().join("an-same"));
+        let (code, text, _) = analyze(r1, &other, &tmp.join("an-same"));
         assert_eq!(code, Some(2));
         assert!(text.contains("same run"), "{text}");
     }
     // Tolerances and kinds come from the frozen protocol and the quantity names, not from
     // results.json: a run 1 claiming a huge tolerance and PPL "reported" changes nothing.
-    let r1t = tmp.path().join("r1-tampered");
-    copy_dir(&r1, &r1t);
+    let r1t = tmp.join("r1-tampered");
+    copy_dir(r1, &r1t);
     let mut v = json(&r1t.join("results.json"));
     v["tolerances"]["non_delta"] = Value::from(1e9);
     v["models"]["SmolLM2-135M-Instruct"]["ppl[F16]"]["kind"] = Value::from("reported");
     std::fs::write(r1t.join("results.json"), v.to_string()).unwrap();
-    let (_, _, an_t) = analyze(&r1t, &r2c, &tmp.path().join("an-t"));
+    let (_, _, an_t) = analyze(&r1t, r2c, &tmp.join("an-t"));
     assert_eq!(row(&an_t, "ppl[F16]")["verdict"], "fail");
     assert_eq!(row(&an_t, "ppl[F16]")["tolerance"], 0.02);
 }

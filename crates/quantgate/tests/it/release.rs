@@ -280,19 +280,9 @@ fn check(dir: &Path) -> (Option<i32>, String) {
     (o.status.code(), stdout(&o))
 }
 
-#[test]
-fn check_refuses_forged_reports_incomplete_folders_and_reserved_names() {
-    let tmp = tempfile::tempdir().unwrap();
-    let hf = hf("all-MiniLM-L6-v2");
-    let gguf = tmp.path().join("minilm-f16.gguf");
-    convert_to(&hf, &gguf, OutType::F16, false);
-    let rel = tmp.path().join("rel");
-    let o = release(&hf, std::slice::from_ref(&gguf), &rel, &[]);
-    assert_eq!(last_line(&o), "GO", "{}", stdout(&o));
-    assert_eq!(check(&rel).0, Some(0));
-
-    // Each forgery keeps SHA256SUMS consistent; each must still be NO-GO naming what is wrong.
-    let cases: Vec<(&str, Tamper, &str)> = vec![
+/// Forgeries of a release folder (what, the forgery, what `release --check` must name).
+fn forgeries() -> Vec<(&'static str, Tamper, &'static str)> {
+    vec![
         (
             "files emptied",
             Box::new(|d: &Path| edit_report(d, &|v| v["files"] = serde_json::json!([]))),
@@ -371,7 +361,22 @@ fn check_refuses_forged_reports_incomplete_folders_and_reserved_names() {
             }),
             "release-files chat_template.jinja",
         ),
-    ];
+    ]
+}
+
+#[test]
+fn check_refuses_forged_reports_incomplete_folders_and_reserved_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hf = hf("all-MiniLM-L6-v2");
+    let gguf = tmp.path().join("minilm-f16.gguf");
+    convert_to(&hf, &gguf, OutType::F16, false);
+    let rel = tmp.path().join("rel");
+    let o = release(&hf, std::slice::from_ref(&gguf), &rel, &[]);
+    assert_eq!(last_line(&o), "GO", "{}", stdout(&o));
+    assert_eq!(check(&rel).0, Some(0));
+
+    // Each forgery keeps SHA256SUMS consistent; each must still be NO-GO naming what is wrong.
+    let cases = forgeries();
     for (i, (what, tamper, expect)) in cases.iter().enumerate() {
         let d = tmp.path().join(format!("case{i}"));
         copy_tree(&rel, &d);

@@ -131,28 +131,36 @@ fn has_blocker(r: &VerifyReport, code: BlockerCode, subject: &str) -> bool {
         .any(|b| b.code == code && b.subject.contains(subject))
 }
 
-#[test]
-fn the_verifier_catches_broken_ggufs() {
-    let dir = tempfile::tempdir().unwrap();
-    let good = dir.path().join("good.gguf");
+/// A correct F32 conversion of MiniLM in `dir`.
+fn good_f32(dir: &Path) -> PathBuf {
+    let good = dir.join("good.gguf");
     convert_to(&minilm(), &good, OutType::F32, false);
-    let no_edit = |_: &str, _: &mut Value| {};
-    let no_data = |_: &str, _: &mut Vec<u8>| {};
+    good
+}
 
-    // add_eos_token flipped.
-    let p = dir.path().join("eos.gguf");
+/// Verifies `good` with the metadata key `key` set to `value`.
+fn with_key(good: &Path, key: &'static str, value: Value) -> VerifyReport {
+    let p = good.with_file_name(format!("{key}.gguf"));
     tamper(
-        &good,
+        good,
         &p,
         |k, v| {
-            if k == "tokenizer.ggml.add_eos_token" {
-                *v = Value::Bool(false)
+            if k == key {
+                *v = value.clone()
             }
         },
-        no_data,
+        |_, _| {},
         None,
     );
-    let r = run_verify(&minilm(), &p, None);
+    run_verify(&minilm(), &p, None)
+}
+
+#[test]
+fn the_verifier_catches_tampered_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = good_f32(dir.path());
+    // add_eos_token flipped.
+    let r = with_key(&good, "tokenizer.ggml.add_eos_token", Value::Bool(false));
     assert_eq!(r.verdict, Verdict::NoGo);
     assert!(
         has_blocker(
@@ -163,34 +171,39 @@ fn the_verifier_catches_broken_ggufs() {
         "{:?}",
         r.blockers
     );
-
     // A wrong tokenizer.ggml.pre.
-    let p = dir.path().join("pre.gguf");
-    tamper(
-        &good,
-        &p,
-        |k, v| {
-            if k == "tokenizer.ggml.pre" {
-                *v = Value::string("gpt-2")
-            }
-        },
-        no_data,
-        None,
-    );
-    let r = run_verify(&minilm(), &p, None);
+    let r = with_key(&good, "tokenizer.ggml.pre", Value::string("gpt-2"));
     assert!(
         has_blocker(&r, BlockerCode::MetadataMismatch, "tokenizer.ggml.pre"),
         "{:?}",
         r.blockers
     );
+    // Pooling type changed (mean → cls).
+    let r = with_key(&good, "bert.pooling_type", Value::U32(2));
+    assert!(
+        has_blocker(&r, BlockerCode::MetadataMismatch, "bert.pooling_type"),
+        "{:?}",
+        r.blockers
+    );
+    assert!(
+        has_blocker(&r, BlockerCode::VectorsPooling, "pooling_type"),
+        "{:?}",
+        r.blockers
+    );
+}
 
+#[test]
+fn the_verifier_catches_tampered_tensors() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = good_f32(dir.path());
+    let no_edit = |_: &str, _: &mut Value| {};
     // Two same-shaped tensors swapped.
     let p = dir.path().join("swap.gguf");
     tamper(
         &good,
         &p,
         no_edit,
-        no_data,
+        |_, _| {},
         Some(("blk.0.attn_q.weight", "blk.0.attn_k.weight")),
     );
     let r = run_verify(&minilm(), &p, None);
@@ -200,7 +213,6 @@ fn the_verifier_catches_broken_ggufs() {
         "{:?}",
         r.blockers
     );
-
     // One value changed by one ulp.
     let p = dir.path().join("ulp.gguf");
     tamper(
@@ -228,33 +240,12 @@ fn the_verifier_catches_broken_ggufs() {
         "{:?}",
         b
     );
+}
 
-    // Pooling type changed (mean → cls).
-    let p = dir.path().join("pool.gguf");
-    tamper(
-        &good,
-        &p,
-        |k, v| {
-            if k == "bert.pooling_type" {
-                *v = Value::U32(2)
-            }
-        },
-        no_data,
-        None,
-    );
-    let r = run_verify(&minilm(), &p, None);
-    assert!(
-        has_blocker(&r, BlockerCode::MetadataMismatch, "bert.pooling_type"),
-        "{:?}",
-        r.blockers
-    );
-    assert!(
-        has_blocker(&r, BlockerCode::VectorsPooling, "pooling_type"),
-        "{:?}",
-        r.blockers
-    );
-
-    // A threshold left undeclared in the protocol.
+#[test]
+fn an_undeclared_threshold_is_no_go_and_a_complete_protocol_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = good_f32(dir.path());
     let proto = dir.path().join("p.toml");
     std::fs::write(&proto, "[thresholds]\nmin_cosine = 0.99\n").unwrap();
     let r = run_verify(&minilm(), &good, Some(proto.clone()));
@@ -264,7 +255,6 @@ fn the_verifier_catches_broken_ggufs() {
         "{:?}",
         r.blockers
     );
-
     // The correct conversion with a complete protocol: GO.
     std::fs::write(
         &proto,

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 /// Files copied from the source when present, relative to the folder. License files are
 /// matched separately ([`is_license_file`]).
-pub const COPIED: &[&str] = crate::source::hf::SIDE_FILES;
+pub const COPIED: &[&str] = super::hf::SIDE_FILES;
 
 /// `LICENSE`, `LICENSE.txt`, `LICENCE.md`, `NOTICE`, `USE_POLICY.md`, … at the folder's top.
 pub fn is_license_file(name: &str) -> bool {
