@@ -6,7 +6,7 @@ figures, the operator and the paths of the run. Prints nothing and exits 0 when 
 Usage: scripts/report-diff.py A.json B.json
 """
 import json, sys, re
-IGN = re.compile(r'(^|\.)(costs|timings|load_ms|embed_ms|wall_s|seconds|tokens_per_second|llama_ms_per_text|created_unix_s|peak_rss_kib|max_rss_kib|run_dir|out|operator|started|finished|hostname|duration_s|elapsed_s|ts|spread|pp512_ts|tg128_ts|t_s|ms_per_text|path)$')
+IGN = re.compile(r'(^|\.)(costs|timings|load_ms|embed_ms|wall_s|cpu_s|seconds|tokens_per_second|llama_ms_per_text|created_unix_s|peak_rss_kib|max_rss_kib|run_dir|out|operator|started|finished|hostname|duration_s|elapsed_s|spread\d?|pp512_ts|tg128_ts|pp512_ratio|tg128_ratio|command|path)(\[[^\]]*\])?($|\.|\[)')
 def walk(a, b, p, out):
     if IGN.search(p): return
     if type(a) != type(b): out.append((p, a, b)); return
