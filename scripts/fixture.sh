@@ -33,6 +33,7 @@ if [ -n "$new" ]; then
   mkdir -p "$tmp/hf"
   for d in $new; do cp -a ".cache/hf/$d" "$tmp/hf/"; done
   touch "$tmp/.complete"
-  rm -rf "$store"
+  # One store per script: an older key's outputs are never restored again.
+  rm -rf "${cache:?}/$script-"*
   mv "$tmp" "$store"
 fi
