@@ -29,8 +29,11 @@ for line in sys.stdin:
 status=0
 while IFS=$'\t' read -r dir exe; do
   echo "== $(basename "$exe")"
-  (cd "$dir" && RUSTC_BOOTSTRAP=1 "$exe" -Zunstable-options --report-time) 2>&1 | tee -a "$log" \
-    || status=1
+  # One test at a time: llama.cpp's CPU threads spin while they wait, so two tests of 2 threads
+  # each on 2 cores slow each other far more than 2x (HellaSwag's first 100 tasks: 74 s alone,
+  # 304 s beside the CPU-variant test).
+  (cd "$dir" && RUSTC_BOOTSTRAP=1 "$exe" --test-threads=1 -Zunstable-options --report-time) \
+    2>&1 | tee -a "$log" || status=1
 done <"$bins"
 cargo test --release --workspace --doc 2>&1 | tee -a "$log" || status=1
 echo "tests: $(grep -cE '^test .* \.\.\. ok' "$log") passed, $(grep -cE '^test .* \.\.\. FAILED' "$log") failed"
