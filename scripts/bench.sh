@@ -7,11 +7,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+CARGO_TARGET_DIR="$(scripts/cargo-target.sh)"
+export CARGO_TARGET_DIR
 scripts/fetch-models.sh
 scripts/build-smollm2-fixture.sh
 scripts/build-qwen2-fixture.sh
 cargo build --release --quiet
-qg=./target/release/quantgate
+qg="$CARGO_TARGET_DIR/release/quantgate"
 model=.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
 $qg bench ppl "$model" -f testdata/data/wiki.test.raw --chunks 16 --reps 3
 $qg bench eval "$model"

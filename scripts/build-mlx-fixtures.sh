@@ -19,9 +19,11 @@
 # tokenizer.json, tokenizer_config.json and special_tokens_map.json are copied over them.
 # Idempotent: finished folders carry a .complete marker and are skipped. Each folder is built in
 # $out.tmp and moved into place only when complete.
-# Usage: scripts/build-mlx-fixtures.sh [--verify]
+# Usage: scripts/build-mlx-fixtures.sh [--verify | --venv-only]
+#   --venv-only  only sets up .cache/venv-mlx (build-v5-fixtures.sh's environment)
 #   --verify  also re-checks the layout facts of docs/mlx-layout.md on the built folders
 #             (own numpy unpacking vs mx.dequantize, formula, dtypes, GGUF Q4_1 round trip).
+# fixture-key: mlx-requirements.txt build-smollm2-fixture.sh build-qwen3-embedding-fixture.sh gguf_to_hf.py seeded_qwen3.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,8 +39,9 @@ venv=.cache/venv-mlx
 wheels="${QUANTGATE_CACHE:-$HOME/.cache/quantgate}/wheels/mlx"   # outside the clone: CI reuses it
 src=.cache/hf/SmolLM2-135M-Instruct
 name=SmolLM2-135M-Instruct
-verify=0
+verify=0 venv_only=0
 [ "${1:-}" = "--verify" ] && verify=1
+[ "${1:-}" = "--venv-only" ] && venv_only=1
 
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 export HF_HOME="$PWD/.cache/hf-home"   # keep any hub cache writes inside the repo's .cache
@@ -50,12 +53,12 @@ for o in "${outs[@]}"; do
   [ -f ".cache/hf/$name-$o/.complete" ] || all_done=0
 done
 [ -f ".cache/hf/$q3-mlx-mixed-4-6/.complete" ] || all_done=0
-if [ "$all_done" = 1 ] && [ "$verify" = 0 ]; then
+if [ "$all_done" = 1 ] && [ "$verify" = 0 ] && [ "$venv_only" = 0 ]; then
   echo "build-mlx-fixtures: all outputs present, nothing to do" >&2
   exit 0
 fi
 
-if [ ! -f "$src/.complete" ]; then
+if [ ! -f "$src/.complete" ] && [ "$venv_only" = 0 ]; then
   bash scripts/fetch-models.sh
   bash scripts/build-smollm2-fixture.sh
 fi
@@ -85,6 +88,7 @@ PY
   echo "$req_sha" > "$venv/.installed"
 fi
 py="$venv/bin/python"
+[ "$venv_only" = 1 ] && exit 0
 
 # --- conversions --------------------------------------------------------------------------
 # convert OUT_SUFFIX INPUT_DIR [mlx_lm convert options...]

@@ -8,6 +8,7 @@
 # fetches them (about 3 GB). No hub access: the tools run with HF_HUB_OFFLINE=1.
 # A folder is rebuilt whenever the driver, the pinned closure or its own arguments change.
 # Idempotent.
+# fixture-key: quant-requirements.txt quant_fixtures.py library_dequant.py build-smollm2-fixture.sh gguf_to_hf.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${QUANTGATE_CACHE:-$HOME/.cache/quantgate}

@@ -12,6 +12,7 @@
 #   because the GGUF carries its own output.weight (Q8_0) besides token_embd (Q5_0).
 # - README.md: the GGUF has no general.license key, so the card's front matter has no license.
 # Idempotent.
+# fixture-key: gguf_to_hf.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=.cache/hf/Qwen2.5-Coder-0.5B-Instruct

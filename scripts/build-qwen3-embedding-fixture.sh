@@ -6,6 +6,7 @@
 # (scripts/seeded_qwen3.py, seed 20261202). These are not the model's weights: none are
 # reachable offline. Only num_hidden_layers and max_window_layers change in config.json.
 # Idempotent.
+# fixture-key: seeded_qwen3.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=.cache/hf/Qwen3-Embedding-0.6B-2L-seeded

@@ -7,6 +7,7 @@
 # the GGUF's general.* keys (gguf-py writes them from the original card), so a release of this
 # folder carries the source's license as a release of a hub download would.
 # Needs scripts/fetch-models.sh first. Idempotent.
+# fixture-key: gguf_to_hf.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=.cache/hf/SmolLM2-135M-Instruct

@@ -12,10 +12,12 @@
 #   (no weights: vocab-only conversions).
 # - all-MiniLM-L6-v2-v5: the same for MiniLM (bert), its model.safetensors hard-linked.
 # Idempotent.
+# fixture-key: mlx-requirements.txt build-mlx-fixtures.sh build-smollm2-fixture.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.cache/venv-mlx
-[ -x "$venv/bin/python" ] || { echo "run scripts/build-mlx-fixtures.sh first" >&2; exit 2; }
+# The venv is build-mlx-fixtures.sh's (its folders may have been restored without it).
+[ -x "$venv/bin/python" ] || bash scripts/build-mlx-fixtures.sh --venv-only
 # A folder is rebuilt whenever this script changes: .complete holds the script's sha256.
 recipe=$(sha256sum "$0" | cut -d' ' -f1)
 build() {

@@ -8,14 +8,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+CARGO_TARGET_DIR="$(scripts/cargo-target.sh)"
+export CARGO_TARGET_DIR
 scripts/fetch-models.sh
 echo "demo: building (the first build compiles llama.cpp and candle: 3-10 minutes)" >&2
 cargo build --release --quiet
 status=0
 for f in .cache/models/SmolLM2-135M-Instruct.Q4_1.gguf .cache/models/gemma-3-270m-q4_k_m.gguf; do
   echo "== inspect --check-dequant $f"
-  ./target/release/quantgate inspect --check-dequant "$f" | tail -2 || status=$?
+  "$CARGO_TARGET_DIR/release/quantgate" inspect --check-dequant "$f" | tail -2 || status=$?
 done
 echo "== quantgate demo (convert, quantize, release all-MiniLM-L6-v2)"
-./target/release/quantgate demo || status=$?
+"$CARGO_TARGET_DIR/release/quantgate" demo || status=$?
 exit $status

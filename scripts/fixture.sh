@@ -2,19 +2,26 @@
 # Runs one fixture script (scripts/build-*.sh), its outputs cached outside the clone, keyed by
 # sha256: `scripts/fixture.sh build-quant-fixtures.sh`.
 #
-# The key covers every file that decides what a fixture script builds: every fixture script
-# (some build on another's outputs or environment), the Python drivers and the hash-pinned
-# requirement files under scripts/, and the pinned inputs (scripts/fetch-models.sh names every
-# wheel by sha256). The folders the script adds to
-# .cache/hf are stored in ${QUANTGATE_CACHE:-~/.cache/quantgate}/fixtures/KEY; a later clone on
-# the same machine (CI) restores them instead of building them again (the quantization
-# fixtures alone take minutes of torch on 2 cores). Any change to those files builds anew.
+# The key covers every file that decides what the script builds: the script itself, this file,
+# scripts/fetch-models.sh (it names every input wheel by sha256), and the files the script lists
+# on its `# fixture-key:` line (its Python drivers, hash-pinned requirement files, and the fixture
+# scripts whose outputs or environment it builds on). A new fixture script therefore leaves the
+# other scripts' keys alone. The folders the script adds to .cache/hf are stored in
+# ${QUANTGATE_CACHE:-~/.cache/quantgate}/fixtures/SCRIPT-KEY; a later clone on the same machine
+# (CI) restores them instead of building them again (the quantization fixtures alone take minutes
+# of torch on 2 cores). Any change to those files builds anew.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 script=$1
 cache=${QUANTGATE_CACHE:-$HOME/.cache/quantgate}/fixtures
-key=$(cat scripts/build-*.sh scripts/fixture.sh scripts/fetch-models.sh scripts/*.py \
-  scripts/*requirements*.txt | sha256sum | cut -d' ' -f1)
+deps=$(sed -n 's/^# fixture-key: *//p' "scripts/$script")
+[ -n "$deps" ] || { echo "fixture: scripts/$script has no '# fixture-key:' line" >&2; exit 2; }
+files=(scripts/fixture.sh scripts/fetch-models.sh "scripts/$script")
+for d in $deps; do
+  [ -f "scripts/$d" ] || { echo "fixture: scripts/$script: fixture-key names missing scripts/$d" >&2; exit 2; }
+  files+=("scripts/$d")
+done
+key=$(cat "${files[@]}" | sha256sum | cut -d' ' -f1)
 store=$cache/$script-$key
 mkdir -p .cache/hf
 if [ -f "$store/.complete" ]; then
