@@ -13,14 +13,15 @@ for f in smollm2-fixture qwen2-fixture qwen3-embedding-fixture mlx-fixtures quan
   gemma3-fixture v5-fixtures; do
   scripts/fixture.sh "build-$f.sh"
 done
-# Build every test target once, then run each test executable from its package folder (as
+# Build every test target once (not the examples: debugging tools no test runs), then run each test executable from its package folder (as
 # cargo test does) with libtest's --report-time, which prints each test's wall time. The flag is
 # unstable: RUSTC_BOOTSTRAP=1 is set for the test processes only, never for cargo, so nothing
 # is compiled differently (set for cargo it would rebuild crates whose build scripts probe it).
 log="$(mktemp)"
 bins="$(mktemp)"
 trap 'rm -f "$log" "$bins"' EXIT
-cargo test --release --workspace --no-run --message-format=json-render-diagnostics \
+cargo test --release --workspace --lib --bins --tests --no-run \
+  --message-format=json-render-diagnostics \
   | python3 -c '
 import json, os, sys
 for line in sys.stdin:

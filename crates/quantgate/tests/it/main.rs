@@ -12,6 +12,7 @@ mod gemma3;
 mod golden_dequant;
 mod golden_quantize;
 mod hf_v5;
+mod house;
 mod mlx_convert;
 mod packed_convert;
 mod peer_tensors;
