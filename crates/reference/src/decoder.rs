@@ -15,6 +15,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::{linear_b, linear_no_bias, Embedding, Linear, Module, VarBuilder};
 
+use crate::rope::Llama3;
 use crate::{read_json, var_builder, RefError, Result};
 
 /// The config.json fields the forward needs.
@@ -27,6 +28,8 @@ pub struct DecoderConfig {
     pub head_dim: usize,
     pub rms_norm_eps: f64,
     pub rope_theta: f64,
+    /// Llama 3 frequency scaling (`rope_type = "llama3"`), `None` for plain RoPE.
+    pub rope_llama3: Option<Llama3>,
     pub tie_word_embeddings: bool,
     /// q/k/v projections have biases (qwen2).
     pub qkv_bias: bool,
@@ -108,15 +111,29 @@ impl DecoderConfig {
         let hidden = int("hidden_size")?;
         let heads = int("num_attention_heads")?;
         let hp = crate::hf_config::Hparams::from_config(&v)?;
-        if hp.rope_type != "default" {
-            return Err(RefError::Unsupported(format!(
-                "{}: rope type {:?}: the reference computes default RoPE only",
-                path.display(),
-                hp.rope_type
-            )));
-        }
         let n_layer = int("num_hidden_layers")?;
         let head_dim = int("head_dim").unwrap_or(hidden / heads);
+        let rope_llama3 = match hp.rope_type.as_str() {
+            "default" => None,
+            "llama3" => {
+                let at = match crate::hf_config::field(&v, "rope_parameters") {
+                    Some(_) => "rope_parameters",
+                    None => "rope_scaling",
+                };
+                Some(Llama3::from_params(
+                    &hp.rope_params,
+                    at,
+                    hp.rope_theta.0,
+                    head_dim,
+                )?)
+            }
+            other => {
+                return Err(RefError::Unsupported(format!(
+                    "{}: rope type {other:?}: the reference computes default and llama3 RoPE only",
+                    path.display()
+                )))
+            }
+        };
         let gemma = (model_type == "gemma3_text")
             .then(|| GemmaConfig::from_json(&v, path, n_layer, head_dim))
             .transpose()?;
@@ -128,6 +145,7 @@ impl DecoderConfig {
             head_dim,
             rms_norm_eps: hp.rms_norm_eps,
             rope_theta: hp.rope_theta.0,
+            rope_llama3,
             tie_word_embeddings: v["tie_word_embeddings"].as_bool().unwrap_or(false),
             qkv_bias,
             qk_norm,
@@ -307,26 +325,35 @@ impl Layer {
     }
 }
 
+/// Plain RoPE's inverse frequencies θ^(−2i/hd), i < hd/2.
+fn plain_inv_freq(hd: usize, theta: f64) -> Vec<f32> {
+    (0..hd / 2)
+        .map(|i| (1.0 / theta.powf(2.0 * i as f64 / hd as f64)) as f32)
+        .collect()
+}
+
 impl SeqTables {
     /// RoPE tables (angle[p, i] = p · θ^(−2i/hd), i < hd/2: HF's rotate-half layout) and the
     /// causal mask for positions 0..n; for gemma3 also those of its sliding-window layers.
     fn new(n: usize, cfg: &DecoderConfig) -> Result<SeqTables> {
-        let mut t = Self::with(n, cfg.head_dim, cfg.rope_theta, None)?;
+        let inv = match &cfg.rope_llama3 {
+            Some(l) => l.inv_freq(),
+            None => plain_inv_freq(cfg.head_dim, cfg.rope_theta),
+        };
+        let mut t = Self::with(n, &inv, None)?;
         if let Some(g) = &cfg.gemma {
-            let local = Self::with(n, cfg.head_dim, g.local_rope_theta, Some(g.window))?;
+            let inv = plain_inv_freq(cfg.head_dim, g.local_rope_theta);
+            let local = Self::with(n, &inv, Some(g.window))?;
             t.local = Some(Box::new(local));
         }
         Ok(t)
     }
 
-    /// The tables for RoPE base `theta`; with `window`, position i sees only positions
-    /// j with i − j < window (transformers' sliding-window causal mask).
-    fn with(n: usize, hd: usize, theta: f64, window: Option<usize>) -> Result<SeqTables> {
+    /// The tables for inverse frequencies `inv` (head_dim/2 values); with `window`, position
+    /// i sees only positions j with i − j < window (transformers' sliding-window causal mask).
+    fn with(n: usize, inv: &[f32], window: Option<usize>) -> Result<SeqTables> {
         let dev = Device::Cpu;
-        let inv: Vec<f32> = (0..hd / 2)
-            .map(|i| (1.0 / theta.powf(2.0 * i as f64 / hd as f64)) as f32)
-            .collect();
-        let inv = Tensor::new(inv.as_slice(), &dev)?.reshape((1, hd / 2))?;
+        let inv = Tensor::new(inv, &dev)?.reshape((1, inv.len()))?;
         let pos = Tensor::arange(0u32, n as u32, &dev)?
             .to_dtype(DType::F32)?
             .reshape((n, 1))?;

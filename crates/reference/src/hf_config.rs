@@ -29,7 +29,7 @@ pub struct Hparams {
     pub layer_norm_eps: f64,
 }
 
-fn bad(field: &str, what: String) -> RefError {
+pub(crate) fn bad(field: &str, what: String) -> RefError {
     RefError::Unsupported(format!("config.json: field {field}: {what}"))
 }
 

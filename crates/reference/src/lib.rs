@@ -13,6 +13,7 @@ pub mod hf_config;
 pub mod mlx;
 pub mod packed;
 pub mod pooling;
+pub mod rope;
 pub mod tokenizer;
 pub mod weights;
 

@@ -6,6 +6,7 @@ pub mod consistency;
 mod metadata;
 pub mod mlx;
 pub mod packed;
+pub mod rope_freqs;
 pub mod stream;
 mod tensor_data;
 
@@ -356,9 +357,15 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
     } else {
         plan(&hf, arch, outtype, mlx_plan.as_ref(), packed_plan.as_ref())?
     };
+    let generated = if opts.vocab_only {
+        None
+    } else {
+        llama3_rope_freqs(&hf, arch)?
+    };
     let total_params: u64 = planned
         .iter()
         .map(|(_, t)| t.ne.iter().product::<u64>())
+        .chain(generated.as_ref().map(|(p, _)| p.ne[0]))
         .sum();
     // Fields and tensors first: an error then names the config field, not the GGUF key.
     consistency::check(&hf, arch, &planned)?;
@@ -387,8 +394,21 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         allow_nonfinite: opts.allow_nonfinite,
     };
     let packed = packed_by_source(packed_plan.as_ref());
+    // Generated tensors come before the source's, as in the peer (`generate_extra_tensors`).
+    if let Some((p, data)) = &generated {
+        w.add_tensor(gguf::TensorEntry {
+            name: p.gguf_name.clone(),
+            ggml_type: GgmlType::F32,
+            dims: p.ne.clone(),
+            data: gguf::TensorData::Owned(rope_freqs::bytes(data)),
+        });
+    }
     add_tensors(&mut w, &hf, &planned, (&affine, &packed), &sink);
-    let planned_out: Vec<PlannedTensor> = planned.iter().map(|(_, p)| p.clone()).collect();
+    let planned_out: Vec<PlannedTensor> = generated
+        .iter()
+        .map(|(p, _)| p.clone())
+        .chain(planned.iter().map(|(_, p)| p.clone()))
+        .collect();
     let rules = rule_summary(&planned_out);
     let summary = w.write_to_path(out).map_err(|e| match e {
         // Already names the file (and keeps the OS error for the exit status).
@@ -413,6 +433,53 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         file_bytes: summary.file_bytes,
         seconds: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// The `rope_freqs.weight` entry and values of a Llama 3 RoPE config ([`rope_freqs`]), `None`
+/// for every other RoPE.
+///
+/// Errors: RoPE fields that cannot be read ([`rope::read`]); llama3 RoPE on another
+/// architecture than llama; no head_dim and no hidden_size / num_attention_heads to derive it
+/// from (naming config.json).
+fn llama3_rope_freqs(hf: &HfDir, arch: Arch) -> Result<Option<(PlannedTensor, Vec<f32>)>> {
+    let r = rope::read(&hf.config)?;
+    let Some(l) = r.llama3 else {
+        return Ok(None);
+    };
+    // llama.cpp loads rope_freqs for llama (and its converter writes it for llama only).
+    if arch != Arch::Llama {
+        bail!(
+            "{}: config.json: rope type llama3 with architecture {}: llama.cpp applies llama3 RoPE scaling to llama only",
+            hf.dir.display(),
+            arch.gguf_name()
+        );
+    }
+    let head_dim = hf
+        .config_u64("head_dim")
+        .or_else(|| {
+            let heads = hf.config_u64("num_attention_heads").filter(|h| *h > 0)?;
+            Some(hf.config_u64("hidden_size")? / heads)
+        })
+        .filter(|d| *d >= 2 && d % 2 == 0)
+        .ok_or_else(|| {
+            anyhow!(
+                "{}: config.json: field head_dim (or hidden_size / num_attention_heads) is missing or odd; rope type llama3 needs it",
+                hf.dir.display()
+            )
+        })?;
+    // transformers' default base, which the converter also uses (`rope_theta` 10000.0).
+    let theta = r.freq_base.unwrap_or(10000.0);
+    let values = rope_freqs::factors(&l, theta, head_dim as usize);
+    let p = PlannedTensor {
+        hf_name: "(generated from rope_scaling llama3)".into(),
+        gguf_name: rope_freqs::NAME.into(),
+        ggml_type: GgmlType::F32.to_string(),
+        ne: vec![values.len() as u64],
+        rule: "generated: llama3 RoPE frequency factors, F32".into(),
+        permute_heads: None,
+        shift: 0.0,
+    };
+    Ok(Some((p, values)))
 }
 
 /// More tokens than `token_embd.weight` rows: llama.cpp refuses the file and HF would index

@@ -426,8 +426,6 @@ mod tests {
     /// Configs of the corpus convert refuses, each for a field that changes inference (see
     /// docs/hf-config.md, "Refused real configs").
     const KNOWN_REFUSALS: &[&str] = &[
-        // rope_scaling.rope_type llama3: needs the rope_freqs tensor (the Llama 3.x issue).
-        "Llama-3.2-1B-Instruct@4.47.1",
         // use_bidirectional_attention: EmbeddingGemma is an encoder; llama.cpp's gemma3 is causal.
         "embeddinggemma-300m@4.57.6",
     ];

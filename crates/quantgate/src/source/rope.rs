@@ -29,6 +29,21 @@ pub struct RopeScaling {
     pub yarn: [Option<f64>; 4],
 }
 
+/// Llama 3 frequency scaling (`rope_type = "llama3"`, Llama 3.1/3.2/3.3). GGUF has no keys for
+/// it: llama.cpp's converter writes a `rope_freqs.weight` tensor instead
+/// (`conversion/llama.py`, `generate_extra_tensors`; `convert::rope_freqs`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Llama3Rope {
+    /// `factor`.
+    pub factor: f64,
+    /// `low_freq_factor`.
+    pub low_freq_factor: f64,
+    /// `high_freq_factor`.
+    pub high_freq_factor: f64,
+    /// `original_max_position_embeddings`.
+    pub original_context: f64,
+}
+
 /// The RoPE settings of a config.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Rope {
@@ -36,8 +51,10 @@ pub struct Rope {
     pub freq_base: Option<f64>,
     /// Where `freq_base` was read (e.g. `rope_parameters.rope_theta`).
     pub freq_base_field: Option<String>,
-    /// Scaling, if any.
+    /// Scaling with GGUF keys, if any.
     pub scaling: Option<RopeScaling>,
+    /// Llama 3 scaling (a `rope_freqs.weight` tensor, no keys), if any.
+    pub llama3: Option<Llama3Rope>,
 }
 
 /// `key` at the top level or under `text_config`.
@@ -174,7 +191,7 @@ mod swa_tests {
 ///
 /// Errors (naming config.json and the field): a field of the wrong type, a scaling type
 /// llama.cpp's converter does not map to GGUF keys (`dynamic`), or one quantgate does not
-/// convert (`llama3` and `longrope` need extra `rope_freqs`/factor tensors).
+/// convert (`longrope` needs its two factor tensors).
 pub fn read(config: &Value) -> Result<Rope> {
     let (p, path) = full_attention_params(config)?;
     let at = |k: &str| format!("{path}.{k}");
@@ -240,15 +257,49 @@ pub fn read(config: &Value) -> Result<Rope> {
                 ],
             })
         }
+        "llama3" => {
+            rope.llama3 = Some(llama3(&p, &path)?);
+            None
+        }
         other => {
             return Err(anyhow!(
-                "config.json: field {} is {other:?}: not supported (quantgate converts default, linear and yarn RoPE)",
+                "config.json: field {} is {other:?}: not supported (quantgate converts default, linear, yarn and llama3 RoPE)",
                 at("rope_type")
             ))
         }
     };
     known_keys(&p, &kind, &path)?;
     Ok(rope)
+}
+
+/// The llama3 fields of parameter dict `p` (at `path`). transformers requires all four
+/// (`_validate_llama3_parameters`), and so does this: llama.cpp's converter would silently
+/// default a missing one (8, 1, 4, 8192) where transformers refuses the config.
+///
+/// Errors: a field missing or not a positive number an f32 holds, or
+/// `high_freq_factor <= low_freq_factor` (the blend divides by their difference); each naming
+/// config.json and the field.
+fn llama3(p: &Map<String, Value>, path: &str) -> Result<Llama3Rope> {
+    let field = |k: &str| -> Result<f64> {
+        let at = format!("{path}.{k}");
+        let x = number(p.get(k), &at)?
+            .ok_or_else(|| anyhow!("config.json: field {at} is missing for rope type llama3"))?;
+        positive_f32(x, &at)
+    };
+    let l = Llama3Rope {
+        factor: field("factor")?,
+        low_freq_factor: field("low_freq_factor")?,
+        high_freq_factor: field("high_freq_factor")?,
+        original_context: field("original_max_position_embeddings")?,
+    };
+    if l.high_freq_factor <= l.low_freq_factor {
+        return Err(anyhow!(
+            "config.json: field {path}.high_freq_factor: {} must be above low_freq_factor {}",
+            l.high_freq_factor,
+            l.low_freq_factor
+        ));
+    }
+    Ok(l)
 }
 
 /// `x` if it is positive and stays finite and positive as the f32 the GGUF key holds.
@@ -281,6 +332,12 @@ fn finite_f32(v: Option<&Value>, path: &str) -> Result<Option<f64>> {
 fn known_keys(p: &Map<String, Value>, kind: &str, path: &str) -> Result<()> {
     let allowed: &[&str] = match kind {
         "linear" => &["factor"],
+        "llama3" => &[
+            "factor",
+            "low_freq_factor",
+            "high_freq_factor",
+            "original_max_position_embeddings",
+        ],
         "yarn" => &[
             "factor",
             "original_max_position_embeddings",
@@ -362,7 +419,14 @@ mod tests {
         let e = read(&json!({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}})).unwrap_err();
         assert!(
             e.to_string()
-                .contains("rope_scaling.rope_type is \"llama3\""),
+                .contains("field rope_scaling.low_freq_factor is missing for rope type llama3"),
+            "{e}"
+        );
+        let e =
+            read(&json!({"rope_scaling": {"rope_type": "longrope", "factor": 8.0}})).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("rope_scaling.rope_type is \"longrope\""),
             "{e}"
         );
         let e = read(&json!({"rope_theta": "1e6"})).unwrap_err();

@@ -13,6 +13,7 @@ mod golden_dequant;
 mod golden_quantize;
 mod hf_v5;
 mod house;
+mod llama3;
 mod mlx_convert;
 mod packed_convert;
 mod peer_tensors;

@@ -73,3 +73,27 @@ fn gemma3_f16_tensors_equal_convert_hf_to_gguf() {
     // The norms are stored as 1 + w, added in f32 after widening the BF16 source.
     same_tensors_as_peer("gemma-3-270m", 236);
 }
+
+#[test]
+fn llama3_rope_f16_tensors_and_order_equal_convert_hf_to_gguf() {
+    // rope_freqs.weight (generated from rope_parameters llama3) included, written first.
+    let name = "Llama-3.2-1B-Instruct-2L-seeded";
+    same_tensors_as_peer(name, 21);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("f16.gguf");
+    common::convert_to(&common::hf(name), &out, OutType::F16, false);
+    let ours: Vec<String> = gguf::Gguf::open(&out)
+        .unwrap()
+        .header
+        .tensors
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    let peer: Vec<String> = peer()["models"][name]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ours, peer);
+}

@@ -9,6 +9,7 @@ mod common;
 pub mod expected;
 pub mod expected_vocab;
 pub mod file_type;
+pub mod generated;
 mod mlx;
 mod packed;
 pub mod plain;

@@ -246,11 +246,12 @@ pub fn check_unexpected_keys(
     }
 }
 
-/// The GGUF tensor names in the order a conversion of `hf` writes them: the HF folder's
-/// tensor order, mapped (MLX `.scales`/`.biases` belong to their `.weight`; a GPTQ/AWQ/
+/// The GGUF tensor names in the order a conversion of `hf` writes them: generated tensors
+/// (`rope_freqs.weight`), then the HF folder's tensor order, mapped (MLX `.scales`/`.biases` belong to their `.weight`; a GPTQ/AWQ/
 /// compressed-tensors module is named by its packed codes).
 pub fn expected_order(hf: &HfDir, a: arch::Arch) -> Result<Vec<String>> {
-    let mut out = Vec::new();
+    // Generated tensors first, as llama.cpp's converter writes them.
+    let mut out: Vec<String> = super::generated::expected(hf, a)?.into_keys().collect();
     let mut seen = std::collections::HashSet::new();
     for t in &hf.tensors {
         // A packed module (GPTQ/AWQ `qweight`, compressed-tensors `weight_packed`) sits where
@@ -382,8 +383,13 @@ pub fn check_tensors(
         std::fs::File::open(gguf_path).with_context(|| format!("{}", gguf_path.display()))?;
     let mut maps = SourceMaps::new(hf);
     let sources = reference_sources(hf, a, covered)?;
+    let generated = super::generated::expected(hf, a)?;
     for info in &infos {
         r.tensors += 1;
+        if let Some(g) = generated.get(&info.name) {
+            check_generated(&mut file, gguf_path, info, g, blockers, r)?;
+            continue;
+        }
         let Some(&si) = sources.get(&info.name) else {
             blockers.push(Blocker::new(
                 BlockerCode::TensorUnexpected,
@@ -443,6 +449,73 @@ pub fn check_tensors(
             ));
         }
     }
+    for name in generated.keys() {
+        if !present.contains(name.as_str()) {
+            blockers.push(Blocker::new(
+                BlockerCode::TensorMissing,
+                name,
+                "config.json's RoPE scaling implies it (llama3) but the file has none".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A generated tensor (F32, [`super::generated`]) against its expectation: shape, type and
+/// every byte.
+fn check_generated(
+    file: &mut std::fs::File,
+    gguf_path: &Path,
+    info: &CTensorInfo,
+    g: &super::generated::Generated,
+    blockers: &mut Vec<Blocker>,
+    r: &mut Gate1Report,
+) -> Result<()> {
+    let n = g.ne.len();
+    if info.ne[..n] != g.ne[..] || info.ne[n..].iter().any(|d| *d != 1) {
+        blockers.push(Blocker::new(
+            BlockerCode::TensorShape,
+            &info.name,
+            format!("file ne {:?}, config.json implies {:?}", info.ne, g.ne),
+        ));
+        return Ok(());
+    }
+    if info.type_id != GgmlType::F32.id() {
+        blockers.push(Blocker::new(
+            BlockerCode::TensorType,
+            &info.name,
+            format!("type id {}; the converter stores it F32", info.type_id),
+        ));
+        return Ok(());
+    }
+    *r.by_type.entry(GgmlType::F32.to_string()).or_default() += 1;
+    let Some(stored) = read_stored(file, gguf_path, info, blockers)? else {
+        return Ok(());
+    };
+    if stored == g.bytes {
+        r.bit_identical += 1;
+        return Ok(());
+    }
+    let f32s = |b: &[u8]| -> Vec<f32> {
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
+    let (s, e) = (f32s(&stored), f32s(&g.bytes));
+    let i = s
+        .iter()
+        .zip(&e)
+        .position(|(x, y)| x.to_bits() != y.to_bits())
+        .unwrap_or(0);
+    blockers.push(Blocker::new(
+        BlockerCode::TensorBits,
+        &info.name,
+        format!(
+            "element {i} is {}; config.json's llama3 RoPE scaling gives {}",
+            s.get(i).copied().unwrap_or(f32::NAN),
+            e.get(i).copied().unwrap_or(f32::NAN)
+        ),
+    ));
     Ok(())
 }
 
