@@ -17,6 +17,7 @@ run Qwen2.5-0.5B-Instruct testdata/hf/Qwen2.5-0.5B-Instruct --vocab-only
 run Qwen2.5-0.5B-Instruct-v5 .cache/hf/Qwen2.5-0.5B-Instruct-v5 --vocab-only
 run Qwen2.5-Coder-0.5B-Instruct .cache/hf/Qwen2.5-Coder-0.5B-Instruct
 run gemma-3-270m .cache/hf/gemma-3-270m
+run Llama-3.2-1B-Instruct-2L-seeded .cache/hf/Llama-3.2-1B-Instruct-2L-seeded
 .cache/venv/bin/python - <<'PY'
 import json
 from gguf import GGUFReader

@@ -161,6 +161,17 @@ fn a_config_field_that_could_change_inference_is_named_by_convert_and_verify() {
 }
 
 /// Keys our conversion writes that llama.cpp's converter does not, with the reason.
+/// Keys llama.cpp's converter writes and we do not, each with why it changes nothing.
+const THEIRS_ONLY: &[(&str, &str, &str)] = &[(
+    "Llama-3.2-1B-Instruct-2L-seeded",
+    "tokenizer.ggml.add_eos_token",
+    // gguf-py's SpecialVocab sets add_bos/add_eos to false for a ByteLevel post-processor and
+    // the template then sets add_bos; the false add_eos it writes is llama.cpp's BPE default.
+    // Writing it from tokenizer.json's ByteLevel processor changes other folders' key sets
+    // (open in issue 28's notes).
+    "false, llama.cpp's default for BPE",
+)];
+
 const OURS_ONLY: &[(&str, &str, &str)] = &[
     (
         "Qwen2.5-0.5B-Instruct",
@@ -212,7 +223,10 @@ fn metadata_key_sets_and_provenance_values_equal_llama_cpps_converter() {
             .iter()
             .map(|k| k.as_str().unwrap().to_string())
             .collect();
-        let missing: Vec<&String> = theirs.difference(&ours).collect();
+        let missing: Vec<&String> = theirs
+            .difference(&ours)
+            .filter(|k| !THEIRS_ONLY.iter().any(|(n, key, _)| n == name && key == k))
+            .collect();
         assert!(
             missing.is_empty(),
             "{name}: llama.cpp's converter writes {missing:?}, we do not"
