@@ -362,11 +362,7 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
     } else {
         llama3_rope_freqs(&hf, arch)?
     };
-    let total_params: u64 = planned
-        .iter()
-        .map(|(_, t)| t.ne.iter().product::<u64>())
-        .chain(generated.as_ref().map(|(p, _)| p.ne[0]))
-        .sum();
+    let total_params = total_params(&planned, generated.as_ref());
     // Fields and tensors first: an error then names the config field, not the GGUF key.
     consistency::check(&hf, arch, &planned)?;
     vocab_fits_embedding(&hf, &vocab, &planned)?;
@@ -374,16 +370,7 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         w.add_kv(k, v);
     }
     if opts.allow_nonfinite {
-        let found = nonfinite_sources(&hf, &planned)?;
-        let total: u64 = found.iter().map(|(_, n)| *n as u64).sum();
-        for (name, n) in &found {
-            notes.push(format!(
-                "{name}: {n} non-finite source values kept (--allow-nonfinite)"
-            ));
-        }
-        if total > 0 {
-            w.add_kv(NONFINITE_KEY, Value::U64(total));
-        }
+        record_nonfinite(&mut w, &hf, &planned, &mut notes)?;
     }
     let affine = affine_by_source(mlx_plan.as_ref());
     let fallback_errors: Rc<RefCell<Vec<mlx::FallbackError>>> = Rc::default();
@@ -394,15 +381,7 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         allow_nonfinite: opts.allow_nonfinite,
     };
     let packed = packed_by_source(packed_plan.as_ref());
-    // Generated tensors come before the source's, as in the peer (`generate_extra_tensors`).
-    if let Some((p, data)) = &generated {
-        w.add_tensor(gguf::TensorEntry {
-            name: p.gguf_name.clone(),
-            ggml_type: GgmlType::F32,
-            dims: p.ne.clone(),
-            data: gguf::TensorData::Owned(rope_freqs::bytes(data)),
-        });
-    }
+    add_generated(&mut w, generated.as_ref());
     add_tensors(&mut w, &hf, &planned, (&affine, &packed), &sink);
     let planned_out: Vec<PlannedTensor> = generated
         .iter()
@@ -433,6 +412,52 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         file_bytes: summary.file_bytes,
         seconds: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// With `--allow-nonfinite`: a note per tensor with NaN/Inf source values, and their total
+/// as `quantgate.nonfinite_source_values`.
+fn record_nonfinite(
+    w: &mut GgufWriter<'_>,
+    hf: &HfDir,
+    planned: &[(usize, PlannedTensor)],
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let found = nonfinite_sources(hf, planned)?;
+    let total: u64 = found.iter().map(|(_, n)| *n as u64).sum();
+    for (name, n) in &found {
+        notes.push(format!(
+            "{name}: {n} non-finite source values kept (--allow-nonfinite)"
+        ));
+    }
+    if total > 0 {
+        w.add_kv(NONFINITE_KEY, Value::U64(total));
+    }
+    Ok(())
+}
+
+/// Parameters of every planned and generated tensor (gguf-py counts both for the size label).
+fn total_params(
+    planned: &[(usize, PlannedTensor)],
+    generated: Option<&(PlannedTensor, Vec<f32>)>,
+) -> u64 {
+    planned
+        .iter()
+        .map(|(_, t)| t.ne.iter().product::<u64>())
+        .chain(generated.map(|(p, _)| p.ne[0]))
+        .sum()
+}
+
+/// Adds the generated F32 tensor, before the source's, as the peer orders them
+/// (`generate_extra_tensors`).
+fn add_generated(w: &mut GgufWriter<'_>, generated: Option<&(PlannedTensor, Vec<f32>)>) {
+    if let Some((p, data)) = generated {
+        w.add_tensor(gguf::TensorEntry {
+            name: p.gguf_name.clone(),
+            ggml_type: GgmlType::F32,
+            dims: p.ne.clone(),
+            data: gguf::TensorData::Owned(rope_freqs::bytes(data)),
+        });
+    }
 }
 
 /// The `rope_freqs.weight` entry and values of a Llama 3 RoPE config ([`rope_freqs`]), `None`
