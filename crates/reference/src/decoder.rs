@@ -206,9 +206,15 @@ pub struct DecoderOutput {
 struct SeqTables {
     cos: Tensor,
     sin: Tensor,
-    mask: Tensor,
+    /// Sliding window (positions seen back from each query), or none.
+    window: Option<usize>,
     local: Option<Box<SeqTables>>,
 }
+
+/// Query rows per attention block: longer sequences (long-context checks, thousands of
+/// positions) are attended in blocks so the score matrix stays `heads × 1024 × n`; a sequence
+/// of up to this many positions is one block, computed exactly as it always was.
+const ATTN_ROWS: usize = 1024;
 
 impl Layer {
     /// Reads layer `i`'s weights (under `l`) as f32, checking every shape against the config
@@ -303,9 +309,9 @@ impl Layer {
                 .reshape((nh, n, hd))?)
         };
         let (q, k, v) = (q.squeeze(0)?, expand(k)?, expand(v)?);
-        let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&t.mask)?;
-        let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
-        let ctx = probs.matmul(&v)?.transpose(0, 1)?.reshape((n, nh * hd))?;
+        let ctx = attend(&q, &k, &v, scale, t)?
+            .transpose(0, 1)?
+            .reshape((n, nh * hd))?;
         let mut attn = self.o.forward(&ctx)?;
         if let Some((post_attn, _)) = &self.post_norms {
             attn = candle_nn::ops::rms_norm(&attn, post_attn, eps)?;
@@ -323,6 +329,29 @@ impl Layer {
         }
         Ok((x + ff)?)
     }
+}
+
+/// Causal softmax attention of `q`, `k`, `v` (`[heads, n, hd]` each) → `[heads, n, hd]`, in
+/// blocks of [`ATTN_ROWS`] query rows; block `r0..r1` sees keys `0..r1` (later ones are masked
+/// anyway).
+fn attend(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, t: &SeqTables) -> Result<Tensor> {
+    let n = q.dim(1)?;
+    if n <= ATTN_ROWS {
+        let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&t.mask_rows(0, n)?)?;
+        let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
+        return Ok(probs.matmul(v)?);
+    }
+    let mut blocks = Vec::with_capacity(n.div_ceil(ATTN_ROWS));
+    for r0 in (0..n).step_by(ATTN_ROWS) {
+        let r1 = (r0 + ATTN_ROWS).min(n);
+        let qb = q.narrow(1, r0, r1 - r0)?.contiguous()?;
+        let kb = k.narrow(1, 0, r1)?.contiguous()?;
+        let vb = v.narrow(1, 0, r1)?.contiguous()?;
+        let scores = (qb.matmul(&kb.t()?)? * scale)?.broadcast_add(&t.mask_rows(r0, r1)?)?;
+        let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
+        blocks.push(probs.matmul(&vb)?);
+    }
+    Ok(Tensor::cat(&blocks, 1)?)
 }
 
 /// Plain RoPE's inverse frequencies θ^(−2i/hd), i < hd/2.
@@ -358,10 +387,21 @@ impl SeqTables {
             .to_dtype(DType::F32)?
             .reshape((n, 1))?;
         let angles = pos.broadcast_mul(&inv)?;
-        let w = window.unwrap_or(usize::MAX);
-        let mask: Vec<f32> = (0..n)
+        Ok(SeqTables {
+            cos: angles.cos()?,
+            sin: angles.sin()?,
+            window,
+            local: None,
+        })
+    }
+
+    /// The causal (and sliding-window) mask of query rows `r0..r1` over keys `0..r1`: 0 where
+    /// the query sees the key, −∞ elsewhere.
+    fn mask_rows(&self, r0: usize, r1: usize) -> Result<Tensor> {
+        let w = self.window.unwrap_or(usize::MAX);
+        let mask: Vec<f32> = (r0..r1)
             .flat_map(|i| {
-                (0..n).map(move |j| {
+                (0..r1).map(move |j| {
                     if j > i || i - j >= w {
                         f32::NEG_INFINITY
                     } else {
@@ -370,12 +410,7 @@ impl SeqTables {
                 })
             })
             .collect();
-        Ok(SeqTables {
-            cos: angles.cos()?,
-            sin: angles.sin()?,
-            mask: Tensor::from_vec(mask, (n, n), &dev)?,
-            local: None,
-        })
+        Ok(Tensor::from_vec(mask, (r1 - r0, r1), &Device::Cpu)?)
     }
 }
 
@@ -463,6 +498,26 @@ impl Decoder {
             f(i, DecoderOutput { hidden, logits })?;
         }
         Ok(())
+    }
+
+    /// Logits of positions `first..n` of one sequence (`[n − first, n_vocab]`), after the
+    /// forward of all `n` positions: a long context's tail without the `n × n_vocab` matrix of
+    /// every position. The arithmetic of each row is that of [`Decoder::forward`].
+    ///
+    /// Errors: `first ≥ n`, or as [`Decoder::forward_many`].
+    pub fn forward_tail(&self, ids: &[u32], first: usize) -> Result<Tensor> {
+        if first >= ids.len() {
+            return Err(RefError::Unsupported(format!(
+                "logits from position {first} of a sequence of {}",
+                ids.len()
+            )));
+        }
+        let (mut xs, n_vocab) = self.layers(&[ids])?;
+        let x = xs.pop().expect("one output per sequence");
+        let x = x.narrow(0, first, ids.len() - first)?;
+        let (norm, lm_head) = self.output_head(n_vocab)?;
+        let hidden = candle_nn::ops::rms_norm(&x, &norm, self.cfg.rms_norm_eps as f32)?;
+        Ok(hidden.matmul(&lm_head.t()?)?)
     }
 
     /// The final norm's weight (`hidden`) and the output matrix (`n_vocab × hidden`):
@@ -569,6 +624,54 @@ mod tests {
         fn contains_tensor(&self, name: &str) -> bool {
             self.inner.contains_tensor(name)
         }
+    }
+
+    /// Blocked attention (n > ATTN_ROWS) against one full score matrix, causal and sliding.
+    #[test]
+    fn attention_in_blocks_equals_one_full_block() {
+        let n = ATTN_ROWS + 476;
+        let dev = Device::Cpu;
+        let r = |seed: u64| {
+            // A fixed LCG: values in [-2, 2), scores large enough to make softmax peaked.
+            let mut x = seed;
+            let v: Vec<f32> = (0..2 * n * 8)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    ((x >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+                })
+                .collect();
+            Tensor::from_vec(v, (2, n, 8), &dev).unwrap()
+        };
+        let (q, k, v) = (r(1), r(2), r(3));
+        for window in [None, Some(100)] {
+            let t = SeqTables::with(n, &[1.0; 4], window).unwrap();
+            let blocked = attend(&q, &k, &v, 0.5, &t).unwrap();
+            let scores = (q.matmul(&k.t().unwrap()).unwrap() * 0.5)
+                .unwrap()
+                .broadcast_add(&t.mask_rows(0, n).unwrap())
+                .unwrap();
+            let full = candle_nn::ops::softmax(&scores, D::Minus1)
+                .unwrap()
+                .matmul(&v)
+                .unwrap();
+            let d = (blocked - full)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .max(0)
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(d < 1e-5, "window {window:?}: max |Δ| {d}");
+        }
+        // The last row of the sliding mask sees exactly 100 keys.
+        let t = SeqTables::with(n, &[1.0; 4], Some(100)).unwrap();
+        let m = t.mask_rows(n - 1, n).unwrap().to_vec2::<f32>().unwrap();
+        assert_eq!(m[0].iter().filter(|x| **x == 0.0).count(), 100);
     }
 
     #[test]

@@ -44,6 +44,16 @@ pub struct Llama3Rope {
     pub original_context: f64,
 }
 
+impl Llama3Rope {
+    /// The low-frequency wavelength, `original_context / low_freq_factor` tokens (8192 for
+    /// Llama 3.x): frequencies with a longer wavelength are divided by `factor`, so a wrong
+    /// factor shows in attention over distances of this order (transformers
+    /// `_compute_llama3_parameters`).
+    pub fn low_freq_wavelength(&self) -> f64 {
+        self.original_context / self.low_freq_factor
+    }
+}
+
 /// The RoPE settings of a config.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Rope {

@@ -8,8 +8,8 @@ use anyhow::{Context as _, Result};
 use super::gate1::{self, Gate1};
 use super::outcome::{Blocker, BlockerCode};
 use super::sources::{Findings, Sources};
-use super::thresholds::{judge, logits_checks, vector_checks, Thresholds};
-use super::{corpus, logits, quality, stored, tokenizer, vectors, VerifyOptions};
+use super::thresholds::{judge, logits_checks, long_context_checks, vector_checks, Thresholds};
+use super::{corpus, logits, long_context, quality, stored, tokenizer, vectors, VerifyOptions};
 use crate::source::arch::Arch;
 
 /// Gate 2's typed section.
@@ -25,6 +25,8 @@ pub struct Gate2 {
     pub logits: Option<logits::LogitsReport>,
     /// With block-quantized weights: the file as shipped (reported, not judged).
     pub logits_as_shipped: Option<logits::LogitsReport>,
+    /// Causal LMs with long-range RoPE scaling: the judged pair at long context.
+    pub long_context: Option<long_context::LongContext>,
 }
 
 /// The corpus of Gate 2: the built-in texts plus `--texts` (one per non-blank line).
@@ -194,8 +196,12 @@ fn gate2_logits(
 ) -> Result<Logits> {
     let source_ref = reference::decoder::Decoder::load(&opts.hf_dir)?;
     let direct = logits::check(&model, &source_ref, &s.tok.tokenizer, gated, opts.threads)?;
+    let long = |m: &llama_runtime::Model, r: &reference::decoder::Decoder| {
+        long_context::check(&s.hf.config, m, r, &s.tok.tokenizer, opts.threads)
+    };
     let Some(p) = s.expansion() else {
         return Ok(Logits {
+            long: long(&model, &source_ref)?,
             judged: direct,
             as_shipped: None,
             ppl: None,
@@ -217,14 +223,20 @@ fn gate2_logits(
     // The file's own mapping is not needed beside the expansion's.
     drop(model);
     let m32 = llama_runtime::Model::load(p, false)?;
-    let l = if reference::mlx::is_mlx_quantized(&s.hf.config) {
-        logits::check(&m32, &source_ref, &s.tok.tokenizer, gated, opts.threads)?
+    let (l, long) = if reference::mlx::is_mlx_quantized(&s.hf.config) {
+        (
+            logits::check(&m32, &source_ref, &s.tok.tokenizer, gated, opts.threads)?,
+            long(&m32, &source_ref)?,
+        )
     } else {
         drop(source_ref);
         // Dequantized layer by layer while the reference runs, never all at once.
         let vb = stored::var_builder(&opts.gguf, &s.hf, s.arch)?;
         let stored_ref = reference::decoder::Decoder::from_var_builder(&opts.hf_dir, vb)?;
-        logits::check(&m32, &stored_ref, &s.tok.tokenizer, gated, opts.threads)?
+        (
+            logits::check(&m32, &stored_ref, &s.tok.tokenizer, gated, opts.threads)?,
+            long(&m32, &stored_ref)?,
+        )
     };
     f.notes.push(format!(
         "block-quantized weights: logits judged on llama.cpp running the F32 expansion of the stored values against the reference on the same values \
@@ -237,6 +249,7 @@ fn gate2_logits(
         judged: l,
         as_shipped: Some(direct),
         ppl,
+        long,
     })
 }
 
@@ -248,6 +261,8 @@ struct Logits {
     as_shipped: Option<logits::LogitsReport>,
     /// With block-quantized weights and `--ppl-text`: PPL of the file and of the source.
     ppl: Option<quality::QualityPpl>,
+    /// The judged pair at long context, for long-range RoPE scaling.
+    long: Option<long_context::LongContext>,
 }
 
 /// Gate 2: token ids, then vectors (embedding models) or logits (causal LMs) against the
@@ -306,8 +321,14 @@ pub(super) fn run(
             judged: l,
             as_shipped: shipped,
             ppl,
+            long,
         } = gate2_logits(opts, s, model, &gated, f)?;
         non_finite_blockers(&l.non_finite, f);
+        if let Some(lc) = &long {
+            non_finite_blockers(&lc.logits.non_finite, f);
+            judge(long_context_checks(t, lc), &mut f.blockers);
+        }
+        g2.long_context = long;
         if l.positions == 0 {
             f.blockers.push(Blocker::new(
                 BlockerCode::LogitsNotMeasured,

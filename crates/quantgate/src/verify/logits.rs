@@ -102,12 +102,13 @@ impl Tally {
         }
     }
 
-    /// One text: reference logits `rl` and llama.cpp's `ll` (`n × n_vocab` each) on `ids`.
-    fn add_text(&mut self, ids: &[u32], rl: &[Vec<f32>], ll: &[Vec<f32>]) {
+    /// One text: reference logits `rl` and llama.cpp's `ll` of positions `first..n` of `ids`
+    /// (`n − first` rows of `n_vocab` each); position 0 is never compared.
+    fn add_text(&mut self, ids: &[u32], first: usize, rl: &[Vec<f32>], ll: &[Vec<f32>]) {
         let text = self.per_text.len();
         let mut text_min = f64::INFINITY;
-        for pos in 1..ids.len() {
-            let (a, b) = (&rl[pos], &ll[pos]);
+        for pos in first.max(1)..ids.len() {
+            let (a, b) = (&rl[pos - first], &ll[pos - first]);
             let what = format!("logits of text {text} at position {pos}");
             for (side, v) in [("reference", a), ("llama.cpp", b)] {
                 if self.bad.len() < 8 {
@@ -190,9 +191,32 @@ pub fn check(
         let ll = ctx.logits_from(&ids_i, 0)?;
         let rl = out.logits.to_vec2::<f32>()?;
         drop(out);
-        tally.add_text(&seqs[i], &rl, &ll);
+        tally.add_text(&seqs[i], 0, &rl, &ll);
         Ok(())
     })?;
+    Ok(tally.report())
+}
+
+/// Compares the logits of positions `first..n` of one long sequence `ids` (`n` tokens, one
+/// llama.cpp context of `n`, the reference's [`reference::decoder::Decoder::forward_tail`]).
+///
+/// Errors: `first ≥ n`, or a failed forward on either side.
+pub fn check_tail(
+    model: &Model,
+    reference: &reference::decoder::Decoder,
+    ids: &[u32],
+    first: usize,
+    threads: Threads,
+) -> Result<LogitsReport> {
+    let n = ids.len() as u32;
+    crate::progress::report("gate 2 long-context logits: reference", 0, 2);
+    let rl = reference.forward_tail(ids, first)?.to_vec2::<f32>()?;
+    crate::progress::report("gate 2 long-context logits: llama.cpp", 1, 2);
+    let mut ctx = Context::new(model, ContextParams::logits(n, 512, threads.get()))?;
+    let ids_i: Vec<i32> = ids.iter().map(|x| *x as i32).collect();
+    let ll = ctx.logits_from(&ids_i, first)?;
+    let mut tally = Tally::new();
+    tally.add_text(ids, first, &rl, &ll);
     Ok(tally.report())
 }
 

@@ -17,6 +17,7 @@ mod gate2;
 pub mod gate3;
 pub mod html;
 pub mod logits;
+pub mod long_context;
 pub mod outcome;
 pub mod quality;
 pub mod report;
@@ -102,6 +103,10 @@ pub struct VerifyReport {
     /// With block-quantized weights: the file as shipped against the reference (reported;
     /// `gate2_logits` then holds the judged F32-expansion measurement).
     pub gate2_logits_as_shipped: Option<logits::LogitsReport>,
+    /// Causal LMs with long-range RoPE scaling (Llama 3): the judged logits past the
+    /// low-frequency wavelength ([`long_context`]). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate2_long_context: Option<long_context::LongContext>,
     pub gate3: Option<gate3::Gate3>,
     /// Wall time and peak RSS of each gate that ran (left out of release folders, whose
     /// reports are a function of their inputs).
@@ -222,6 +227,7 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
         gate2_vectors: g2.vectors,
         gate2_logits: g2.logits,
         gate2_logits_as_shipped: g2.logits_as_shipped,
+        gate2_long_context: g2.long_context,
         quality: g2.quality,
         gate3: g3,
         costs,

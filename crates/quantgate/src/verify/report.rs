@@ -135,6 +135,14 @@ fn gate2_logits(s: &mut String, r: &VerifyReport) {
             r.thresholds.min_logits_top1_agreement, l.mean_kld, r.thresholds.max_mean_kld, l.max_kld
         );
     }
+    if let Some(lc) = &r.gate2_long_context {
+        let l = &lc.logits;
+        let _ = writeln!(
+            s,
+            "- long context ({}): {} tokens, positions {}..{} · min cosine {:.6} · argmax agreement {:.4} · mean KLD {:.6} (same thresholds)",
+            lc.why, lc.n_tokens, lc.first_scored, lc.n_tokens, l.min_cosine, l.top1_agreement, l.mean_kld
+        );
+    }
     if let Some(q) = &r.quality {
         let _ = writeln!(s, "\n## Quality against the source\n");
         for line in super::quality::lines(q) {

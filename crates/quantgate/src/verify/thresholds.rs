@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{logits, quality, vectors, Blocker, BlockerCode, VerifyReport};
+use super::{logits, long_context, quality, vectors, Blocker, BlockerCode, VerifyReport};
 
 /// Thresholds, fixed before anything is measured. Their hash goes into the report.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -161,6 +161,22 @@ pub fn logits_checks(t: &Thresholds, l: &logits::LogitsReport) -> Vec<ThresholdC
     ]
 }
 
+/// The threshold rows of a long-context measurement: the logits thresholds, the subject
+/// `long-context logits` and the positions named.
+pub fn long_context_checks(t: &Thresholds, lc: &long_context::LongContext) -> Vec<ThresholdCheck> {
+    logits_checks(t, &lc.logits)
+        .into_iter()
+        .map(|mut c| {
+            c.subject = "long-context logits".into();
+            c.detail = format!(
+                "positions {}..{} of {} tokens ({}): {}",
+                lc.first_scored, lc.n_tokens, lc.n_tokens, lc.why, c.detail
+            );
+            c
+        })
+        .collect()
+}
+
 /// Evaluates the rows in order; every failing row is a Gate 2 blocker.
 /// The threshold-derived blockers a recorded report's own figures give (Gate 1 counts,
 /// vectors and logits against its thresholds, quality against its budget): what `release
@@ -182,6 +198,9 @@ pub fn rejudge(v: &VerifyReport, blockers: &mut Vec<Blocker>) {
     }
     if let Some(l) = &v.gate2_logits {
         judge(logits_checks(&v.thresholds, l), blockers);
+    }
+    if let Some(lc) = &v.gate2_long_context {
+        judge(long_context_checks(&v.thresholds, lc), blockers);
     }
     if let Some(q) = &v.quality {
         quality::judge(q, blockers);

@@ -55,12 +55,82 @@ fn llama3_rope_f16_and_q4_k_m_verify_go_with_the_peers_rope_freqs() {
     assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
     assert_eq!(r.gate1.bit_identical, 21);
     assert!(r.gate2_logits.as_ref().unwrap().min_cosine > 0.999);
+    // Judged past the low-frequency wavelength, 8192 / 1 tokens.
+    let lc = r.gate2_long_context.as_ref().expect("long-context logits");
+    assert_eq!((lc.first_scored, lc.n_tokens), (8192, 8448));
+    assert_eq!(lc.logits.positions, 256);
+    assert!(lc.logits.min_cosine > 0.999, "{:?}", lc.logits.min_cosine);
 
     let q4 = dir.path().join("q4_k_m.gguf");
     common::quantize_to(&f16, &q4, "Q4_K_M");
     let r = common::verify_with(&hf, &q4, None);
     assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
     assert_eq!(r.gate1.bit_identical, 21);
+    assert_eq!(r.gate2_long_context.unwrap().logits.positions, 256);
+}
+
+/// rope_freqs of Llama 3.2's settings with another `factor`, as a converter with a wrong
+/// default would write them.
+fn rope_freqs_with_factor(factor: f64) -> Vec<u8> {
+    let l = reference::rope::Llama3 {
+        theta: 500000.0,
+        head_dim: 64,
+        factor,
+        low_freq_factor: 1.0,
+        high_freq_factor: 4.0,
+        original_context: 8192.0,
+    };
+    l.rope_freqs()
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect()
+}
+
+#[test]
+fn factor_16_for_32_is_invisible_at_512_tokens_and_no_go_past_the_wavelength() {
+    let hf = llama3();
+    let dir = tempfile::tempdir().unwrap();
+    let f16 = dir.path().join("f16.gguf");
+    common::convert_to(&hf, &f16, OutType::F16, false);
+    assert_eq!(rope_freqs_with_factor(32.0), peer_rope_freqs());
+    let wrong = dir.path().join("factor-16.gguf");
+    let freqs = rope_freqs_with_factor(16.0);
+    common::tamper_gguf(
+        &f16,
+        &wrong,
+        |_, _| {},
+        |name, b| {
+            if name == "rope_freqs.weight" {
+                b.copy_from_slice(&freqs);
+            }
+        },
+        None,
+    );
+    let r = common::verify_with(&hf, &wrong, None);
+    assert_eq!(r.verdict, Verdict::NoGo);
+    // Gate 1 names the tensor; Gate 2 sees nothing at ≤ 512 tokens (measured min cosine
+    // 0.999996) but the long context fails the same thresholds (measured: min cosine 0.907,
+    // argmax agreement 0.707).
+    let b = r
+        .blockers
+        .iter()
+        .find(|b| b.code == BlockerCode::TensorBits)
+        .unwrap();
+    assert_eq!(b.subject, "rope_freqs.weight");
+    assert!(r.gate2_logits.as_ref().unwrap().min_cosine > 0.999);
+    let long: Vec<_> = r
+        .blockers
+        .iter()
+        .filter(|b| b.subject == "long-context logits")
+        .map(|b| b.code)
+        .collect();
+    assert!(
+        long.contains(&BlockerCode::LogitsCosine),
+        "{:?}",
+        r.blockers
+    );
+    assert!(long.contains(&BlockerCode::LogitsTop1), "{:?}", r.blockers);
+    assert!(r.gate2_long_context.unwrap().logits.min_cosine < 0.95);
 }
 
 #[test]
