@@ -40,6 +40,12 @@ pub mod llm {
     pub const KEY_LENGTH: &str = "{arch}.attention.key_length";
     /// Per-head value size (u32).
     pub const VALUE_LENGTH: &str = "{arch}.attention.value_length";
+    /// Experts per MoE layer (u32; gguf-py `Keys.LLM.EXPERT_COUNT`).
+    pub const EXPERT_COUNT: &str = "{arch}.expert_count";
+    /// Experts each token is routed to (u32; `Keys.LLM.EXPERT_USED_COUNT`).
+    pub const EXPERT_USED_COUNT: &str = "{arch}.expert_used_count";
+    /// One expert's FFN inner size (u32; `Keys.LLM.EXPERT_FEED_FORWARD_LENGTH`).
+    pub const EXPERT_FEED_FORWARD_LENGTH: &str = "{arch}.expert_feed_forward_length";
     /// LayerNorm epsilon (f32).
     pub const LAYERNORM_EPS: &str = "{arch}.attention.layer_norm_epsilon";
     /// RMSNorm epsilon (f32).

@@ -15,6 +15,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::{linear_b, linear_no_bias, Embedding, Linear, Module, VarBuilder};
 
+use crate::moe::{Moe, MoeConfig};
 use crate::rope::Llama3;
 use crate::{read_json, var_builder, RefError, Result};
 
@@ -37,6 +38,8 @@ pub struct DecoderConfig {
     pub qk_norm: bool,
     /// gemma3's differences, `None` for the others.
     pub gemma: Option<GemmaConfig>,
+    /// qwen3_moe: every layer's FFN is a routed set of experts ([`crate::moe`]).
+    pub moe: Option<MoeConfig>,
 }
 
 /// What gemma3 adds to a decoder's config.
@@ -105,7 +108,7 @@ impl DecoderConfig {
         let (qkv_bias, qk_norm) = match model_type {
             "llama" | "mistral" => (false, false),
             "qwen2" => (true, false),
-            "qwen3" | "gemma3_text" => (false, true),
+            "qwen3" | "gemma3_text" | "qwen3_moe" => (false, true),
             other => return Err(RefError::Unsupported(format!("model_type {other:?}"))),
         };
         let hidden = int("hidden_size")?;
@@ -150,6 +153,7 @@ impl DecoderConfig {
             qkv_bias,
             qk_norm,
             gemma,
+            moe: crate::moe::config(&v, path)?,
         })
     }
 }
@@ -178,9 +182,15 @@ struct Layer {
     post_norms: Option<(Tensor, Tensor)>,
     /// gemma3: a sliding-window layer.
     sliding: bool,
-    gate: Linear,
-    up: Linear,
-    down: Linear,
+    ffn: Ffn,
+}
+
+/// A layer's feed-forward block.
+enum Ffn {
+    /// SwiGLU (gemma3: tanh-GELU-gated): gate, up, down.
+    Dense(Linear, Linear, Linear),
+    /// Routed experts (qwen3_moe).
+    Moe(Moe),
 }
 
 /// A decoder whose weights stay where they are (memory-mapped safetensors, or a caller's
@@ -224,9 +234,6 @@ impl Layer {
         let (nh, nkv) = (cfg.num_attention_heads, cfg.num_key_value_heads);
         let a = l.pp("self_attn");
         let mlp = l.pp("mlp");
-        let n_ff = mlp
-            .get_unchecked_dtype("gate_proj.weight", DType::F32)?
-            .dim(0)?;
         let lin = |vb: VarBuilder, i: usize, o: usize, bias: bool| -> Result<Linear> {
             Ok(linear_b(i, o, bias, vb)?)
         };
@@ -260,9 +267,7 @@ impl Layer {
             ffn_norm: cfg.norm_weight(l.get(h, ffn_norm)?)?,
             post_norms,
             sliding: gemma.is_some_and(|g| g.sliding.get(i).copied().unwrap_or(false)),
-            gate: linear_no_bias(h, n_ff, mlp.pp("gate_proj"))?,
-            up: linear_no_bias(h, n_ff, mlp.pp("up_proj"))?,
-            down: linear_no_bias(n_ff, h, mlp.pp("down_proj"))?,
+            ffn: Ffn::load(mlp, h, cfg)?,
         })
     }
 
@@ -318,16 +323,39 @@ impl Layer {
         }
         let x = (x + attn)?;
         let f = candle_nn::ops::rms_norm(&x, &self.ffn_norm, eps)?;
-        let g = match cfg.gemma {
-            // gelu_pytorch_tanh; candle's gelu is the tanh approximation.
-            Some(_) => self.gate.forward(&f)?.gelu()?,
-            None => candle_nn::ops::silu(&self.gate.forward(&f)?)?,
+        let mut ff = match &self.ffn {
+            Ffn::Dense(gate, up, down) => {
+                let g = match cfg.gemma {
+                    // gelu_pytorch_tanh; candle's gelu is the tanh approximation.
+                    Some(_) => gate.forward(&f)?.gelu()?,
+                    None => candle_nn::ops::silu(&gate.forward(&f)?)?,
+                };
+                down.forward(&(g * up.forward(&f)?)?)?
+            }
+            Ffn::Moe(m) => m.forward(&f)?.0,
         };
-        let mut ff = self.down.forward(&(g * self.up.forward(&f)?)?)?;
         if let Some((_, post_ffn)) = &self.post_norms {
             ff = candle_nn::ops::rms_norm(&ff, post_ffn, eps)?;
         }
         Ok((x + ff)?)
+    }
+}
+
+impl Ffn {
+    /// The FFN under `mlp` (hidden size `h`): the experts for a MoE config, else the dense
+    /// SwiGLU whose width comes from `gate_proj.weight`.
+    fn load(mlp: VarBuilder, h: usize, cfg: &DecoderConfig) -> Result<Ffn> {
+        if let Some(m) = cfg.moe {
+            return Ok(Ffn::Moe(Moe::load(mlp, h, m)?));
+        }
+        let n_ff = mlp
+            .get_unchecked_dtype("gate_proj.weight", DType::F32)?
+            .dim(0)?;
+        Ok(Ffn::Dense(
+            linear_no_bias(h, n_ff, mlp.pp("gate_proj"))?,
+            linear_no_bias(h, n_ff, mlp.pp("up_proj"))?,
+            linear_no_bias(n_ff, h, mlp.pp("down_proj"))?,
+        ))
     }
 }
 

@@ -11,6 +11,7 @@ pub mod bert;
 pub mod decoder;
 pub mod hf_config;
 pub mod mlx;
+pub mod moe;
 pub mod packed;
 pub mod pooling;
 pub mod rope;

@@ -23,13 +23,13 @@ fn ne_of<'a>(planned: &'a [(usize, PlannedTensor)], name: &str) -> Option<&'a [u
 }
 
 /// The layer-local tensors every layer must have, with their expected `ne` given
-/// (hidden, head_dim, (heads, kv heads), FFN size).
+/// (hidden, head_dim, (heads, kv heads), FFN size: one expert's with `n_expert`).
 fn layer_shapes(
     a: Arch,
     h: u64,
     hd: u64,
     (n_head, n_kv): (u64, u64),
-    ff: u64,
+    (ff, n_expert): (u64, Option<u64>),
 ) -> Vec<(&'static str, Vec<u64>)> {
     let (q, kv) = (n_head * hd, n_kv * hd);
     let mut v = vec![
@@ -37,19 +37,29 @@ fn layer_shapes(
         ("attn_k.weight", vec![h, kv]),
         ("attn_v.weight", vec![h, kv]),
         ("attn_output.weight", vec![q, h]),
-        ("ffn_up.weight", vec![h, ff]),
-        ("ffn_down.weight", vec![ff, h]),
     ];
+    match n_expert {
+        // llama.cpp's qwen3moe: the router and the stacked experts.
+        Some(e) => v.extend([
+            ("ffn_gate_inp.weight", vec![h, e]),
+            ("ffn_gate_exps.weight", vec![h, ff, e]),
+            ("ffn_up_exps.weight", vec![h, ff, e]),
+            ("ffn_down_exps.weight", vec![ff, h, e]),
+        ]),
+        None => v.extend([("ffn_up.weight", vec![h, ff]), ("ffn_down.weight", vec![ff, h])]),
+    }
     match a {
         Arch::Bert => v.extend([
             ("attn_output_norm.weight", vec![h]),
             ("layer_output_norm.weight", vec![h]),
         ]),
-        _ => v.extend([
-            ("attn_norm.weight", vec![h]),
-            ("ffn_norm.weight", vec![h]),
-            ("ffn_gate.weight", vec![h, ff]),
-        ]),
+        _ => v.extend([("attn_norm.weight", vec![h]), ("ffn_norm.weight", vec![h])]),
+    }
+    if a != Arch::Bert && n_expert.is_none() {
+        v.push(("ffn_gate.weight", vec![h, ff]));
+    }
+    if a == Arch::Qwen3Moe {
+        v.extend([("attn_q_norm.weight", vec![hd]), ("attn_k_norm.weight", vec![hd])]);
     }
     if a == Arch::Gemma3 {
         // Per-head Q/K norms and the norms after attention and after the FFN.
@@ -79,11 +89,13 @@ fn check_shapes(
     planned: &[(usize, PlannedTensor)],
     problems: &mut Vec<String>,
 ) {
-    let (Some(&n_layer), Some(&h), Some(&n_head), Some(&ff)) = (
+    let Some(ffn) = ffn_shape(a, v, problems) else {
+        return;
+    };
+    let (Some(&n_layer), Some(&h), Some(&n_head)) = (
         v.get("num_hidden_layers"),
         v.get("hidden_size"),
         v.get("num_attention_heads"),
-        v.get("intermediate_size"),
     ) else {
         return;
     };
@@ -107,7 +119,7 @@ fn check_shapes(
         ));
     }
     for l in 0..n_layer.min(present.len() as u64) {
-        for (local, ne) in layer_shapes(a, h, head_dim, (n_head, n_kv), ff) {
+        for (local, ne) in layer_shapes(a, h, head_dim, (n_head, n_kv), ffn) {
             expect(planned, &format!("blk.{l}.{local}"), &ne, problems);
         }
     }
@@ -123,6 +135,30 @@ fn check_shapes(
         }
     }
     one_d_norms_and_biases(planned, problems);
+}
+
+/// The FFN width and, for MoE, the expert count (`num_local_experts`, else `num_experts`),
+/// with `num_experts_per_tok` at most that count; `None` when a field is missing (a problem
+/// for the experts' fields; `intermediate_size` is named by the field checks).
+fn ffn_shape(
+    a: Arch,
+    v: &HashMap<&'static str, u64>,
+    problems: &mut Vec<String>,
+) -> Option<(u64, Option<u64>)> {
+    if a != Arch::Qwen3Moe {
+        return v.get("intermediate_size").map(|ff| (*ff, None));
+    }
+    let Some(&e) = v.get("num_local_experts").or_else(|| v.get("num_experts")) else {
+        problems.push("config.json: field num_experts is missing (a qwen3_moe model has experts)".into());
+        return None;
+    };
+    let (ff, used) = (v.get("moe_intermediate_size")?, v.get("num_experts_per_tok")?);
+    if *used > e {
+        problems.push(format!(
+            "config.json: field num_experts_per_tok: {used} exceeds the {e} experts"
+        ));
+    }
+    Some((*ff, Some(e)))
 }
 
 /// Every norm weight and every bias is a vector: llama.cpp creates them 1-D, and a 2-D one

@@ -52,7 +52,7 @@ pub fn metadata(
     let sc = rope.scaling.as_ref();
     let yarn = |i: usize| rope_f32(sc.and_then(|s| s.yarn[i]));
     let swa_base = rope::freq_base_swa(&hf.config)?;
-    let rows: [(&str, Option<Value>); 18] = [
+    let rows: [(&str, Option<Value>); 20] = [
         (llm::BLOCK_COUNT, u32_of("num_hidden_layers")),
         (llm::CONTEXT_LENGTH, u32_of("max_position_embeddings")),
         (llm::EMBEDDING_LENGTH, u32_of("hidden_size")),
@@ -75,6 +75,12 @@ pub fn metadata(
         (llm::ROPE_FREQ_BASE_SWA, rope_f32(swa_base)),
         (llm::LAYERNORM_RMS_EPS, f32_of("rms_norm_eps")),
         (llm::LAYERNORM_EPS, f32_of("layer_norm_eps")),
+        // The peer's find_hparam order: the v5 spelling first.
+        (
+            llm::EXPERT_COUNT,
+            u32_of("num_local_experts").or_else(|| u32_of("num_experts")),
+        ),
+        (llm::EXPERT_USED_COUNT, u32_of("num_experts_per_tok")),
         (llm::KEY_LENGTH, key_length(hf, arch)),
     ];
     for (k, v) in rows {
@@ -96,6 +102,11 @@ pub fn metadata(
         Arch::Qwen2 | Arch::Qwen3 => {
             if let Some(p) = pooling {
                 put(llm::POOLING_TYPE, Value::U32(p.llama_id()));
+            }
+        }
+        Arch::Qwen3Moe => {
+            if let Some(v) = u32_of("moe_intermediate_size") {
+                put(llm::EXPERT_FEED_FORWARD_LENGTH, v);
             }
         }
         Arch::Gemma3 => {

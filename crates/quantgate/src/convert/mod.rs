@@ -3,6 +3,7 @@
 //! time. Data flows one way: read (hf) → plan (arch table) → write (gguf writer).
 
 pub mod consistency;
+mod experts;
 mod metadata;
 pub mod mlx;
 pub mod packed;
@@ -89,6 +90,10 @@ pub struct PlannedTensor {
     /// 0 for every other tensor.
     #[serde(skip_serializing_if = "is_zero")]
     pub shift: f32,
+    /// A stacked MoE tensor's members: the source index of each expert, in expert order
+    /// ([`experts`]); empty for every other tensor.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub experts: Vec<usize>,
 }
 
 fn is_zero(x: &f32) -> bool {
@@ -189,6 +194,7 @@ pub fn plan(
 ) -> Result<Vec<(usize, PlannedTensor)>> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    let mut stacker = experts::Stacker::new(hf);
     for (i, t) in hf.tensors.iter().enumerate() {
         if mlx_plan.is_some_and(|p| p.skip.contains(&i))
             || packed_plan.is_some_and(|p| p.skip.contains(&i))
@@ -204,6 +210,7 @@ pub fn plan(
                     m.module
                 )
             })?;
+            unstacked_only(hf, &g, &hf_name)?;
             let ne = vec![m.inn as u64, m.out as u64];
             let p = planned(&mut seen, hf, arch, &hf_name, g.gguf, *ty, ne, rule.clone())?;
             out.push((i, p));
@@ -217,6 +224,7 @@ pub fn plan(
                     t.name
                 )
             })?;
+            unstacked_only(hf, &m, &t.name)?;
             let ne = vec![at.inn as u64, at.out as u64];
             let p = planned(&mut seen, hf, arch, &t.name, m.gguf, *ty, ne, rule.clone())?;
             out.push((i, p));
@@ -234,6 +242,10 @@ pub fn plan(
                 t.name
             );
         }
+        if m.expert.is_some() {
+            out.extend(stacker.add(hf, (arch, outtype), i, &m, &mut seen)?);
+            continue;
+        }
         let ne: Vec<u64> = t.shape.iter().rev().map(|d| *d as u64).collect();
         let (ty, rule) = storage_rule(&m, &ne, outtype);
         out.push((
@@ -241,7 +253,22 @@ pub fn plan(
             planned(&mut seen, hf, arch, &t.name, m.gguf, ty, ne, rule)?,
         ));
     }
+    stacker.finish(hf)?;
     Ok(out)
+}
+
+/// Already-quantized (MLX, GPTQ, AWQ, compressed-tensors) experts are not stacked yet.
+///
+/// Errors: `m` is one expert of a stacked MoE tensor, naming the tensor.
+fn unstacked_only(hf: &HfDir, m: &arch::Mapped, hf_name: &str) -> Result<()> {
+    if m.expert.is_some() {
+        bail!(
+            "{}: tensor {hf_name} is an already-quantized MoE expert; stacking quantized experts into {} is not supported yet",
+            hf.dir.display(),
+            m.gguf
+        );
+    }
+    Ok(())
 }
 
 /// The plan entry of source `hf_name` stored as `gguf_name`; two sources mapping to one GGUF
@@ -264,6 +291,7 @@ fn planned(
         hf_name: hf_name.to_string(),
         permute_heads: permute_heads(hf, arch, &gguf_name),
         shift: arch.norm_shift(&gguf_name),
+        experts: Vec::new(),
         gguf_name,
         ggml_type: ty.to_string(),
         ne,
@@ -503,6 +531,7 @@ fn llama3_rope_freqs(hf: &HfDir, arch: Arch) -> Result<Option<(PlannedTensor, Ve
         rule: "generated: llama3 RoPE frequency factors, F32".into(),
         permute_heads: None,
         shift: 0.0,
+        experts: Vec::new(),
     };
     Ok(Some((p, values)))
 }

@@ -33,16 +33,29 @@ pub(super) fn nonfinite_sources(
 ) -> Result<Vec<(String, usize)>> {
     let mut out = Vec::new();
     for (i, p) in planned {
-        let src = &hf.tensors[*i];
-        if src.dtype == hf::SourceDtype::U32 {
-            continue;
+        let mut n = 0;
+        for j in members(*i, p) {
+            let src = &hf.tensors[j];
+            if src.dtype == hf::SourceDtype::U32 {
+                continue;
+            }
+            n += hf.to_f32(src)?.iter().filter(|v| !v.is_finite()).count();
         }
-        let n = hf.to_f32(src)?.iter().filter(|v| !v.is_finite()).count();
         if n > 0 {
             out.push((p.gguf_name.clone(), n));
         }
     }
     Ok(out)
+}
+
+/// The source indices a planned tensor is made of: its experts, in order, for a stacked MoE
+/// tensor; else its own.
+fn members(i: usize, p: &PlannedTensor) -> Vec<usize> {
+    if p.experts.is_empty() {
+        vec![i]
+    } else {
+        p.experts.clone()
+    }
 }
 
 pub(super) fn add_tensors<'a>(
@@ -67,6 +80,11 @@ pub(super) fn add_tensors<'a>(
             (None, Some(m)) => {
                 let fe = (sink.fallback_errors.clone(), sink.allow_nonfinite);
                 packed_data(hf, m, ty, permute, name, fe)
+            }
+            (None, None) if !p.experts.is_empty() => {
+                let allow = sink.allow_nonfinite;
+                let rows = p.ne[1] as usize;
+                stacked_data(hf, p.experts.clone(), ty, rows, name, uf, allow)
             }
             (None, None) if p.shift != 0.0 => {
                 shifted_data(hf, src, (ty, p.shift), name, sink.allow_nonfinite)
@@ -199,6 +217,44 @@ fn plain_data<'a>(
         })?;
         if c.underflow > 0 {
             uf.borrow_mut().push((name.clone(), c.underflow));
+        }
+        Ok(())
+    }))
+}
+
+/// The deferred bytes of a stacked MoE tensor: each expert's source tensor (`rows` rows),
+/// encoded as `ty` in expert order, one after another (the 3-D tensor's slabs).
+fn stacked_data<'a>(
+    hf_ref: &'a HfDir,
+    experts: Vec<usize>,
+    ty: GgmlType,
+    rows: usize,
+    name: String,
+    uf: Rc<RefCell<Vec<(String, usize)>>>,
+    allow_nonfinite: bool,
+) -> TensorData<'a> {
+    TensorData::Deferred(Box::new(move |out| {
+        crate::interrupt::check().map_err(std::io::Error::other)?;
+        let mut underflow = 0;
+        for &j in &experts {
+            let src = &hf_ref.tensors[j];
+            if ty == GgmlType::Q8_0 {
+                // Rows are independent: a slab's Q8_0 blocks are those of the whole tensor.
+                let x = hf_ref.to_f32(src)?;
+                nonfinite_guard(hf_ref, src, &name, count_nonfinite(&x), allow_nonfinite)?;
+                let mut buf = Vec::new();
+                gguf::quant_ref::quantize_q8_0(&x, &mut buf);
+                out.write_all(&buf)?;
+                continue;
+            }
+            let c = stream::convert(hf_ref, src, ty, (rows, None), out, &mut |c| {
+                nonfinite_guard(hf_ref, src, &name, c.nonfinite, allow_nonfinite)?;
+                overflow_guard(&name, c.overflow)
+            })?;
+            underflow += c.underflow;
+        }
+        if underflow > 0 {
+            uf.borrow_mut().push((name.clone(), underflow));
         }
         Ok(())
     }))

@@ -21,6 +21,9 @@ pub enum Arch {
     Llama,
     /// Gemma 3 text models (Gemma3ForCausalLM, config `model_type` `gemma3_text`).
     Gemma3,
+    /// Qwen3 mixture-of-experts (Qwen3MoeForCausalLM, `model_type` `qwen3_moe`; llama.cpp
+    /// `qwen3moe`): Qwen3's attention, every layer's FFN a routed set of experts.
+    Qwen3Moe,
 }
 
 impl Arch {
@@ -32,9 +35,10 @@ impl Arch {
             "qwen2" => Arch::Qwen2,
             "llama" => Arch::Llama,
             GEMMA3_MODEL_TYPE => Arch::Gemma3,
+            "qwen3_moe" => Arch::Qwen3Moe,
             other => bail!(
                 "config.json model_type {other:?} is not supported (bert, qwen3, qwen2, llama, \
-                 gemma3_text)"
+                 gemma3_text, qwen3_moe)"
             ),
         })
     }
@@ -47,6 +51,7 @@ impl Arch {
             Arch::Qwen2 => "qwen2",
             Arch::Llama => "llama",
             Arch::Gemma3 => "gemma3",
+            Arch::Qwen3Moe => "qwen3moe",
         }
     }
 
@@ -69,6 +74,9 @@ pub struct Mapped {
     pub gguf: String,
     /// Kept in F32 whatever the output type (position/token-type embeddings).
     pub force_f32: bool,
+    /// For one expert of a MoE layer: its index in the stacked 3-D tensor `gguf` (llama.cpp
+    /// `ffn_{gate,up,down}_exps`, ne `[in, out, n_expert]`: expert `e` is the `e`-th slab).
+    pub expert: Option<u32>,
 }
 
 /// (HF layer-local suffix, GGUF layer-local name) for BERT encoder layers.
@@ -174,6 +182,7 @@ pub fn map_tensor(arch: Arch, hf_name: &str) -> Result<Option<Mapped>> {
                 return Ok(Some(Mapped {
                     gguf: format!("{g}.{suffix}"),
                     force_f32: *f32_,
+                    expert: None,
                 }));
             }
             if let Some(rest) = module.strip_prefix("encoder.layer.") {
@@ -185,13 +194,16 @@ pub fn map_tensor(arch: Arch, hf_name: &str) -> Result<Option<Mapped>> {
                         return Ok(Some(Mapped {
                             gguf: format!("blk.{n}.{g}.{suffix}"),
                             force_f32: false,
+                            expert: None,
                         }));
                     }
                 }
             }
             bail!("tensor {hf_name:?} has no GGUF name in the bert table")
         }
-        Arch::Qwen3 | Arch::Qwen2 | Arch::Llama | Arch::Gemma3 => map_decoder(arch, hf_name),
+        Arch::Qwen3 | Arch::Qwen2 | Arch::Llama | Arch::Gemma3 | Arch::Qwen3Moe => {
+            map_decoder(arch, hf_name)
+        }
     }
 }
 
@@ -208,6 +220,7 @@ fn map_decoder(arch: Arch, hf_name: &str) -> Result<Option<Mapped>> {
         return Ok(Some(Mapped {
             gguf: format!("{g}.{suffix}"),
             force_f32: false,
+            expert: None,
         }));
     }
     if let Some(rest) = module.strip_prefix("layers.") {
@@ -218,13 +231,19 @@ fn map_decoder(arch: Arch, hf_name: &str) -> Result<Option<Mapped>> {
                 DECODER_LAYER
             };
             let known = table.iter().find(|(h, _)| *h == local);
-            let qk_norm_ok = matches!(arch, Arch::Qwen3 | Arch::Gemma3)
+            if arch == Arch::Qwen3Moe {
+                if let Some(m) = map_moe(n, local, suffix) {
+                    return Ok(Some(m));
+                }
+            }
+            let qk_norm_ok = matches!(arch, Arch::Qwen3 | Arch::Gemma3 | Arch::Qwen3Moe)
                 || !local.ends_with("_norm")
                 || !local.starts_with("self_attn");
             if let (Ok(n), Some((_, g)), true) = (n.parse::<u32>(), known, qk_norm_ok) {
                 return Ok(Some(Mapped {
                     gguf: format!("blk.{n}.{g}.{suffix}"),
                     force_f32: false,
+                    expert: None,
                 }));
             }
         }
@@ -235,12 +254,41 @@ fn map_decoder(arch: Arch, hf_name: &str) -> Result<Option<Mapped>> {
     )
 }
 
+/// The MoE tensors of layer `n` (layer-local name `local`): the router `mlp.gate` →
+/// `ffn_gate_inp`, expert `e`'s `mlp.experts.e.{gate,up,down}_proj` → slab `e` of
+/// `ffn_{gate,up,down}_exps` (convert_hf_to_gguf.py `Qwen2MoeModel.modify_tensors`; llama.cpp
+/// `LLM_TENSOR_FFN_GATE_INP`, `FFN_*_EXPS`).
+fn map_moe(n: &str, local: &str, suffix: &str) -> Option<Mapped> {
+    let n: u32 = n.parse().ok()?;
+    if local == "mlp.gate" {
+        return Some(Mapped {
+            gguf: format!("blk.{n}.ffn_gate_inp.{suffix}"),
+            force_f32: false,
+            expert: None,
+        });
+    }
+    let (e, proj) = local.strip_prefix("mlp.experts.")?.split_once('.')?;
+    let g = match proj {
+        "gate_proj" => "ffn_gate_exps",
+        "up_proj" => "ffn_up_exps",
+        "down_proj" => "ffn_down_exps",
+        _ => return None,
+    };
+    Some(Mapped {
+        gguf: format!("blk.{n}.{g}.{suffix}"),
+        force_f32: false,
+        expert: Some(e.parse().ok()?),
+    })
+}
+
 /// Whether a tensor is stored in F32 whatever the output type (convert_hf_to_gguf.py's
-/// `prepare_tensors` rule): 1-D tensors, `*_norm.weight`, forced tensors, and every name not
-/// ending in `.weight` (so all biases).
+/// `prepare_tensors` rule): 1-D tensors, `*_norm.weight`, forced tensors, the MoE router
+/// `ffn_gate_inp`, and every name not ending in `.weight` (so all biases).
 pub fn keep_f32(gguf_name: &str, n_dims: usize, force_f32: bool) -> bool {
     n_dims <= 1
         || force_f32
+        // The MoE router (`MODEL_TENSOR.FFN_GATE_INP` in the converter's F32 list).
+        || gguf_name.ends_with("ffn_gate_inp.weight")
         || gguf_name.ends_with("_norm.weight")
         || !gguf_name.ends_with(".weight")
 }

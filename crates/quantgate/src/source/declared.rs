@@ -64,6 +64,7 @@ fn declared_biases(a: Arch) -> &'static [(&'static str, &'static [&'static str])
     match a {
         Arch::Llama => &[ATTN, MLP],
         Arch::Qwen3 | Arch::Gemma3 => &[ATTN, (MLP.0, MLP.1)],
+        Arch::Qwen3Moe => &[ATTN],
         Arch::Bert | Arch::Qwen2 => &[],
     }
 }

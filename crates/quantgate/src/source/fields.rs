@@ -157,8 +157,38 @@ fn read(a: Arch) -> &'static [&'static str] {
             "sliding_window",
             "max_window_layers",
         ],
+        Arch::Qwen3Moe => QWEN3MOE_READ,
     }
 }
+
+/// qwen3_moe: the decoder fields plus the experts' (`{arch}.expert_count` from `num_experts`
+/// or v5's `num_local_experts`, `expert_used_count`, `expert_feed_forward_length`).
+const QWEN3MOE_READ: &[&str] = &[
+    "model_type",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "rms_norm_eps",
+    "rope_theta",
+    "rope_scaling",
+    "rope_parameters",
+    "head_dim",
+    "vocab_size",
+    "tie_word_embeddings",
+    "attention_bias",
+    "sliding_window",
+    "max_window_layers",
+    "num_experts",
+    "num_local_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    // Training only: the router's auxiliary loss and returning router logits.
+    "router_aux_loss_coef",
+    "output_router_logits",
+];
 
 /// gemma3's layout as llama.cpp runs it (src/models/gemma3.cpp): sliding-window attention in
 /// every layer but each 6th (`load_swa_pattern(ml, 6)`), queries scaled by 1/√head_dim (every
@@ -242,6 +272,19 @@ fn constrained(a: Arch, key: &str, v: &Value) -> Option<Option<String>> {
             "no attention heads pruned",
         ),
         (_, "cross_attention_hidden_size") => want(v.is_null(), "no cross-attention"),
+        // llama.cpp's qwen3moe: every layer routed (no dense layers), the top-k weights
+        // always renormalised (src/models/qwen3moe.cpp, build_moe_ffn norm_w = true).
+        (Arch::Qwen3Moe, "norm_topk_prob") => want(
+            v == true,
+            "llama.cpp's qwen3moe always renormalises the top-k routing weights",
+        ),
+        (Arch::Qwen3Moe, "decoder_sparse_step") => {
+            want(v == 1, "llama.cpp's qwen3moe routes every layer")
+        }
+        (Arch::Qwen3Moe, "mlp_only_layers") => want(
+            v.as_array().is_some_and(|l| l.is_empty()),
+            "llama.cpp's qwen3moe has no dense layers",
+        ),
         (Arch::Qwen2 | Arch::Qwen3, "use_mrope") => want(
             v == false,
             "multimodal RoPE is Qwen2-VL's, not a text model's",

@@ -45,6 +45,26 @@ fn fields(a: Arch) -> (&'static [Field], &'static [Field]) {
                 Count("type_vocab_size"),
             ],
         ),
+        Arch::Qwen3Moe => (
+            &[
+                Count("num_hidden_layers"),
+                Count("hidden_size"),
+                Count("num_attention_heads"),
+                Count("num_experts_per_tok"),
+                Count("moe_intermediate_size"),
+                Positive("rms_norm_eps"),
+            ],
+            &[
+                Count("num_key_value_heads"),
+                Count("max_position_embeddings"),
+                Count("vocab_size"),
+                Count("head_dim"),
+                Count("intermediate_size"),
+                Count("num_experts"),
+                Count("num_local_experts"),
+                Positive("rope_theta"),
+            ],
+        ),
         Arch::Llama | Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 => (
             &[
                 Count("num_hidden_layers"),

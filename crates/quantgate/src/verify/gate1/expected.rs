@@ -69,6 +69,20 @@ pub fn hparams(config: &Json, a: Arch) -> Result<Vec<(String, Value)>> {
     } else if field(config, "layer_norm_eps").is_some() {
         put(llm::LAYERNORM_EPS, Value::F32(hp.layer_norm_eps as f32));
     }
+    if a == Arch::Qwen3Moe {
+        // The peer's find_hparam(["num_local_experts", "num_experts"]): the v5 spelling first.
+        let experts = int("num_local_experts").or_else(|| int("num_experts"));
+        let moe = [
+            (llm::EXPERT_COUNT, experts),
+            (llm::EXPERT_USED_COUNT, int("num_experts_per_tok")),
+            (llm::EXPERT_FEED_FORWARD_LENGTH, int("moe_intermediate_size")),
+        ];
+        for (key, n) in moe {
+            if let Some(n) = n {
+                put(key, Value::U32(n as u32));
+            }
+        }
+    }
     Ok(out)
 }
 

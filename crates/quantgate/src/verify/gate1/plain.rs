@@ -253,7 +253,8 @@ pub fn expected_order(hf: &HfDir, a: arch::Arch) -> Result<Vec<String>> {
     // Generated tensors first, as llama.cpp's converter writes them.
     let mut out: Vec<String> = super::generated::expected(hf, a)?.into_keys().collect();
     let mut seen = std::collections::HashSet::new();
-    for t in &hf.tensors {
+    let stacks = expert_stacks(hf, a)?;
+    for (i, t) in hf.tensors.iter().enumerate() {
         // A packed module (GPTQ/AWQ `qweight`, compressed-tensors `weight_packed`) sits where
         // its codes do; its other tensors belong to it.
         let name = match super::common::role(&t.name) {
@@ -261,13 +262,47 @@ pub fn expected_order(hf: &HfDir, a: arch::Arch) -> Result<Vec<String>> {
             super::common::Role::Part => continue,
             super::common::Role::Plain => t.name.clone(),
         };
+        if let Some(names) = stacks.get(&i) {
+            out.extend(names.iter().cloned());
+            continue;
+        }
         if let Some(m) = arch::map_tensor(a, &name)? {
-            if seen.insert(m.gguf.clone()) {
+            if m.expert.is_none() && seen.insert(m.gguf.clone()) {
                 out.push(m.gguf);
             }
         }
     }
     Ok(out)
+}
+
+/// Where the stacked MoE tensors go in the order: after the last expert tensor of their layer
+/// (by source position), down, gate, up, as llama.cpp's converter writes a layer's stacks
+/// once it has read every expert. Source index → the GGUF names written there.
+fn expert_stacks(hf: &HfDir, a: arch::Arch) -> Result<BTreeMap<usize, Vec<String>>> {
+    // Layer prefix (`blk.N`) → (last source index, stacked names).
+    let mut layers: BTreeMap<String, (usize, Vec<String>)> = BTreeMap::new();
+    for (i, t) in hf.tensors.iter().enumerate() {
+        let Some(m) = arch::map_tensor(a, &t.name)? else {
+            continue;
+        };
+        if m.expert.is_none() {
+            continue;
+        }
+        let layer = m.gguf.split('.').take(2).collect::<Vec<_>>().join(".");
+        let e = layers.entry(layer).or_default();
+        e.0 = i;
+        if !e.1.contains(&m.gguf) {
+            e.1.push(m.gguf);
+        }
+    }
+    let rank = |g: &String| ["ffn_down_exps", "ffn_gate_exps", "ffn_up_exps"].iter().position(|p| g.contains(p));
+    Ok(layers
+        .into_values()
+        .map(|(last, mut names)| {
+            names.sort_by_key(rank);
+            (last, names)
+        })
+        .collect())
 }
 
 /// Tensor order: the file's tensors that the sources imply must come in `expected` order,
@@ -390,7 +425,7 @@ pub fn check_tensors(
             check_generated(&mut file, gguf_path, info, g, blockers, r)?;
             continue;
         }
-        let Some(&si) = sources.get(&info.name) else {
+        let Some(members) = sources.get(&info.name) else {
             blockers.push(Blocker::new(
                 BlockerCode::TensorUnexpected,
                 &info.name,
@@ -398,8 +433,9 @@ pub fn check_tensors(
             ));
             continue;
         };
-        let src = &hf.tensors[si];
-        let Some(ne_src) = matching_ne(info, src, blockers) else {
+        let src = &hf.tensors[members[0]];
+        let stacked = (members.len() > 1).then_some(members.len());
+        let Some(ne_src) = matching_ne(info, src, stacked, blockers) else {
             continue;
         };
         let Some(ty) = GgmlType::from_id(info.type_id) else {
@@ -411,7 +447,7 @@ pub fn check_tensors(
             continue;
         };
         *r.by_type.entry(ty.to_string()).or_default() += 1;
-        let expected = expected_bytes(hf, a, si, info, ty, &ne_src, None, &mut maps)?;
+        let expected = expected_bytes(hf, a, members, info, ty, &ne_src, None, &mut maps)?;
         let Some(stored) = read_stored(&mut file, gguf_path, info, blockers)? else {
             continue;
         };
@@ -424,7 +460,7 @@ pub fn check_tensors(
         let mut via = None;
         if !matches!(ty, GgmlType::F16 | GgmlType::BF16) {
             for t in [GgmlType::F16, GgmlType::BF16] {
-                let e = expected_bytes(hf, a, si, info, ty, &ne_src, Some(t), &mut maps)?;
+                let e = expected_bytes(hf, a, members, info, ty, &ne_src, Some(t), &mut maps)?;
                 if stored == e {
                     via = Some(t);
                     break;
@@ -436,7 +472,10 @@ pub fn check_tensors(
                 r.bit_identical += 1;
                 *r.via_intermediate.entry(t.to_string()).or_default() += 1;
             }
-            None => blockers.push(bits_blocker(info, src, ty, &stored, &expected)),
+            None => {
+                let names: Vec<&str> = members.iter().map(|j| hf.tensors[*j].name.as_str()).collect();
+                blockers.push(bits_blocker(info, &names, ty, &stored, &expected))
+            }
         }
     }
     let present: std::collections::HashSet<&str> = infos.iter().map(|i| i.name.as_str()).collect();
@@ -519,32 +558,43 @@ fn check_generated(
     Ok(())
 }
 
-/// GGUF name → index of the HF source tensor mapped to it, for sources not covered elsewhere.
+/// GGUF name → indices of the HF source tensors mapped to it (one, or a stacked MoE tensor's
+/// experts in expert order), for sources not covered elsewhere.
 fn reference_sources(
     hf: &HfDir,
     a: arch::Arch,
     covered: &super::common::Covered,
-) -> Result<BTreeMap<String, usize>> {
-    // The reference side of the mapping: HF name → GGUF name from the shared arch table.
-    let mut sources: BTreeMap<String, usize> = BTreeMap::new();
+) -> Result<BTreeMap<String, Vec<usize>>> {
+    // The reference side of the mapping: HF name → GGUF name from the shared arch table; the
+    // experts of a stack gathered here, by their own index.
+    let mut sources: BTreeMap<String, BTreeMap<u32, usize>> = BTreeMap::new();
     for (i, t) in hf.tensors.iter().enumerate() {
         if covered.source_indices.contains(&i) {
             continue;
         }
         if let Some(m) = arch::map_tensor(a, &t.name)? {
-            sources.insert(m.gguf, i);
+            sources
+                .entry(m.gguf)
+                .or_default()
+                .insert(m.expert.unwrap_or(0), i);
         }
     }
-    Ok(sources)
+    Ok(sources
+        .into_iter()
+        .map(|(g, by_expert)| (g, by_expert.into_values().collect()))
+        .collect())
 }
 
-/// The source's `ne` when the file's tensor has it (trailing 1s allowed), else a blocker.
+/// The source's `ne` (with the expert count last for a stack of `stacked` experts) when the
+/// file's tensor has it (trailing 1s allowed), else a blocker.
 fn matching_ne(
     info: &CTensorInfo,
     src: &SourceTensor,
+    stacked: Option<usize>,
     blockers: &mut Vec<Blocker>,
 ) -> Option<Vec<i64>> {
-    let ne_src: Vec<i64> = src.shape.iter().rev().map(|d| *d as i64).collect();
+    let mut ne_src: Vec<i64> = src.shape.iter().rev().map(|d| *d as i64).collect();
+    ne_src.extend(stacked.map(|n| n as i64));
     let ne_file: Vec<i64> = info.ne[..ne_src.len().max(1)].to_vec();
     if ne_src != ne_file || info.ne[ne_src.len()..].iter().any(|d| *d != 1) {
         blockers.push(Blocker::new(
@@ -560,20 +610,24 @@ fn matching_ne(
     Some(ne_src)
 }
 
-/// The bytes ggml's encoding of the reference's values of source `si` as `ty` should give;
-/// with `via`, of those values after ggml's round trip through that float type.
+/// The bytes ggml's encoding of the reference's values of sources `members` (one tensor, or
+/// a stack's experts one after another) as `ty` should give; with `via`, of those values after
+/// ggml's round trip through that float type.
 #[allow(clippy::too_many_arguments)]
 fn expected_bytes(
     hf: &HfDir,
     a: arch::Arch,
-    si: usize,
+    members: &[usize],
     info: &CTensorInfo,
     ty: GgmlType,
     ne_src: &[i64],
     via: Option<GgmlType>,
     maps: &mut SourceMaps,
 ) -> Result<Vec<u8>> {
-    let mut x = maps.load_f32(si)?;
+    let mut x = Vec::new();
+    for &j in members {
+        x.extend(maps.load_f32(j)?);
+    }
     // gemma3 norms are stored as 1 + w (the shared arch table states it once).
     let shift = a.norm_shift(&info.name);
     if shift != 0.0 {
@@ -604,10 +658,11 @@ fn expected_bytes(
     })
 }
 
-/// The blocker for stored bytes that differ from the expected ones, naming the first difference.
+/// The blocker for stored bytes that differ from the expected ones, naming the first
+/// difference and its source (for a stack of experts, the expert whose slab holds it).
 fn bits_blocker(
     info: &CTensorInfo,
-    src: &SourceTensor,
+    sources: &[&str],
     ty: GgmlType,
     stored: &[u8],
     expected: &[u8],
@@ -617,12 +672,18 @@ fn bits_blocker(
         .zip(expected)
         .position(|(a, b)| a != b)
         .unwrap_or(stored.len().min(expected.len()));
+    let slab = (expected.len() / sources.len().max(1)).max(1);
+    let e = (at / slab).min(sources.len().saturating_sub(1));
+    let which = if sources.len() > 1 {
+        format!("expert {e} ({})", sources[e])
+    } else {
+        sources.first().copied().unwrap_or("?").to_string()
+    };
     Blocker::new(
         BlockerCode::TensorBits,
         &info.name,
         format!(
-            "stored {ty} bytes differ from the encoding of {} at byte {at} of {}",
-            src.name,
+            "stored {ty} bytes differ from the encoding of {which} at byte {at} of {}",
             stored.len()
         ),
     )
