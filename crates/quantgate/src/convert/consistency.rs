@@ -46,7 +46,10 @@ fn layer_shapes(
             ("ffn_up_exps.weight", vec![h, ff, e]),
             ("ffn_down_exps.weight", vec![ff, h, e]),
         ]),
-        None => v.extend([("ffn_up.weight", vec![h, ff]), ("ffn_down.weight", vec![ff, h])]),
+        None => v.extend([
+            ("ffn_up.weight", vec![h, ff]),
+            ("ffn_down.weight", vec![ff, h]),
+        ]),
     }
     match a {
         Arch::Bert => v.extend([
@@ -59,7 +62,10 @@ fn layer_shapes(
         v.push(("ffn_gate.weight", vec![h, ff]));
     }
     if a == Arch::Qwen3Moe {
-        v.extend([("attn_q_norm.weight", vec![hd]), ("attn_k_norm.weight", vec![hd])]);
+        v.extend([
+            ("attn_q_norm.weight", vec![hd]),
+            ("attn_k_norm.weight", vec![hd]),
+        ]);
     }
     if a == Arch::Gemma3 {
         // Per-head Q/K norms and the norms after attention and after the FFN.
@@ -149,10 +155,15 @@ fn ffn_shape(
         return v.get("intermediate_size").map(|ff| (*ff, None));
     }
     let Some(&e) = v.get("num_local_experts").or_else(|| v.get("num_experts")) else {
-        problems.push("config.json: field num_experts is missing (a qwen3_moe model has experts)".into());
+        problems.push(
+            "config.json: field num_experts is missing (a qwen3_moe model has experts)".into(),
+        );
         return None;
     };
-    let (ff, used) = (v.get("moe_intermediate_size")?, v.get("num_experts_per_tok")?);
+    let (ff, used) = (
+        v.get("moe_intermediate_size")?,
+        v.get("num_experts_per_tok")?,
+    );
     if *used > e {
         problems.push(format!(
             "config.json: field num_experts_per_tok: {used} exceeds the {e} experts"

@@ -70,7 +70,10 @@ impl Stacker {
         let layer_key = m.gguf.split('.').take(2).collect::<Vec<_>>().join(".");
         let n = self.n_expert;
         let layer = self.layers.entry(layer_key.clone()).or_default();
-        let slot = &mut layer.members.entry(m.gguf.clone()).or_insert_with(|| vec![None; n])[e];
+        let slot = &mut layer
+            .members
+            .entry(m.gguf.clone())
+            .or_insert_with(|| vec![None; n])[e];
         if slot.replace(i).is_some() {
             bail!("{}: tensor {name} appears twice", hf.dir.display());
         }
@@ -89,22 +92,22 @@ impl Stacker {
 
     /// Errors: a layer whose experts are not all present, naming the first missing one.
     pub(super) fn finish(self, hf: &HfDir) -> Result<()> {
-        for (layer, l) in &self.layers {
-            for (g, members) in &l.members {
-                if let Some(e) = members.iter().position(Option::is_none) {
-                    bail!(
-                        "{}: {g}: expert {e} of {layer} is missing from the checkpoint ({} experts declared)",
-                        hf.dir.display(),
-                        self.n_expert
-                    );
-                }
+        let Some((layer, l)) = self.layers.iter().next() else {
+            return Ok(());
+        };
+        for (g, members) in &l.members {
+            if let Some(e) = members.iter().position(Option::is_none) {
+                bail!(
+                    "{}: {g}: expert {e} of {layer} is missing from the checkpoint ({} experts declared)",
+                    hf.dir.display(),
+                    self.n_expert
+                );
             }
-            bail!(
-                "{}: {layer}: the experts' gate_proj, up_proj and down_proj are not all present",
-                hf.dir.display()
-            );
         }
-        Ok(())
+        bail!(
+            "{}: {layer}: the experts' gate_proj, up_proj and down_proj are not all present",
+            hf.dir.display()
+        )
     }
 }
 

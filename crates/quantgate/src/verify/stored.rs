@@ -67,6 +67,8 @@ struct Slot {
     shape: Vec<usize>,
     unpermute: Option<usize>,
     shift: f32,
+    /// One expert of a stacked MoE tensor: (its slab, the slab count).
+    expert: Option<(usize, usize)>,
 }
 
 /// The stored values as a candle backend that dequantizes a tensor only when the reference
@@ -106,9 +108,13 @@ impl StoredBackend {
                 .get(m.gguf.as_str())
                 .ok_or_else(|| anyhow!("{}: no tensor {}", gguf_path.display(), m.gguf))?;
             let t = &g.header.tensors[index];
-            let n = t.n_elements() as usize;
+            // A stack's slab (the last dimension counts the experts) stands for one expert.
+            let expert = m
+                .expert
+                .map(|e| (e as usize, *t.dims.last().unwrap_or(&1) as usize));
+            let n = t.n_elements() as usize / expert.map_or(1, |(_, n)| n.max(1));
             let shape = match source_shape {
-                Some(s) if n != src.n_elements() => {
+                Some(s) if n != src.n_elements() || expert.is_some_and(|(e, n)| e >= n) => {
                     return Err(anyhow!(
                         "{}: tensor {} has {n} elements, the source's {} has {}",
                         gguf_path.display(),
@@ -132,6 +138,7 @@ impl StoredBackend {
                     shape,
                     unpermute,
                     shift: a.norm_shift(&m.gguf),
+                    expert,
                 },
             );
         }
@@ -146,15 +153,21 @@ impl StoredBackend {
                 path: name.to_string(),
             })?;
         let t = &self.g.header.tensors[slot.index];
-        let n = t.n_elements() as usize;
-        let mut x = gguf::dequant::dequantize_to_vec(t.ggml_type, self.g.tensor_data(t), n)
-            .map_err(|e| {
-                candle_core::Error::Msg(format!(
-                    "{}: tensor {}: {e}",
-                    self.g.path().display(),
-                    t.name
-                ))
-            })?;
+        let mut data = self.g.tensor_data(t);
+        let mut n = t.n_elements() as usize;
+        if let Some((e, count)) = slot.expert {
+            // Slabs are whole rows, so each is an equal share of the bytes.
+            let bytes = data.len() / count;
+            data = &data[e * bytes..(e + 1) * bytes];
+            n /= count;
+        }
+        let mut x = gguf::dequant::dequantize_to_vec(t.ggml_type, data, n).map_err(|e| {
+            candle_core::Error::Msg(format!(
+                "{}: tensor {}: {e}",
+                self.g.path().display(),
+                t.name
+            ))
+        })?;
         self.g.release(t);
         if let Some(heads) = slot.unpermute {
             x = unpermute_qk(&x, slot.shape[0], heads);

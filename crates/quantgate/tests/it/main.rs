@@ -21,6 +21,7 @@ mod ppl_parity;
 mod protocol_check;
 mod protocol_runs;
 mod quantized;
+mod qwen3moe;
 mod real_gguf;
 mod ref_ppl;
 mod release;

@@ -75,7 +75,10 @@ pub fn hparams(config: &Json, a: Arch) -> Result<Vec<(String, Value)>> {
         let moe = [
             (llm::EXPERT_COUNT, experts),
             (llm::EXPERT_USED_COUNT, int("num_experts_per_tok")),
-            (llm::EXPERT_FEED_FORWARD_LENGTH, int("moe_intermediate_size")),
+            (
+                llm::EXPERT_FEED_FORWARD_LENGTH,
+                int("moe_intermediate_size"),
+            ),
         ];
         for (key, n) in moe {
             if let Some(n) = n {

@@ -295,7 +295,11 @@ fn expert_stacks(hf: &HfDir, a: arch::Arch) -> Result<BTreeMap<usize, Vec<String
             e.1.push(m.gguf);
         }
     }
-    let rank = |g: &String| ["ffn_down_exps", "ffn_gate_exps", "ffn_up_exps"].iter().position(|p| g.contains(p));
+    let rank = |g: &String| {
+        ["ffn_down_exps", "ffn_gate_exps", "ffn_up_exps"]
+            .iter()
+            .position(|p| g.contains(p))
+    };
     Ok(layers
         .into_values()
         .map(|(last, mut names)| {
@@ -473,7 +477,10 @@ pub fn check_tensors(
                 *r.via_intermediate.entry(t.to_string()).or_default() += 1;
             }
             None => {
-                let names: Vec<&str> = members.iter().map(|j| hf.tensors[*j].name.as_str()).collect();
+                let names: Vec<&str> = members
+                    .iter()
+                    .map(|j| hf.tensors[*j].name.as_str())
+                    .collect();
                 blockers.push(bits_blocker(info, &names, ty, &stored, &expected))
             }
         }
