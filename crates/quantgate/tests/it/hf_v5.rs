@@ -162,15 +162,23 @@ fn a_config_field_that_could_change_inference_is_named_by_convert_and_verify() {
 
 /// Keys our conversion writes that llama.cpp's converter does not, with the reason.
 /// Keys llama.cpp's converter writes and we do not, each with why it changes nothing.
-const THEIRS_ONLY: &[(&str, &str, &str)] = &[(
-    "Llama-3.2-1B-Instruct-2L-seeded",
-    "tokenizer.ggml.add_eos_token",
-    // gguf-py's SpecialVocab sets add_bos/add_eos to false for a ByteLevel post-processor and
-    // the template then sets add_bos; the false add_eos it writes is llama.cpp's BPE default.
-    // Writing it from tokenizer.json's ByteLevel processor changes other folders' key sets
-    // (open in issue 28's notes).
-    "false, llama.cpp's default for BPE",
-)];
+const THEIRS_ONLY: &[(&str, &str, &str)] = &[
+    (
+        "Llama-3.2-1B-Instruct-2L-seeded",
+        "tokenizer.ggml.add_eos_token",
+        // gguf-py's SpecialVocab sets add_bos/add_eos to false for a ByteLevel post-processor
+        // and the template then sets add_bos; the false add_eos it writes is llama.cpp's BPE
+        // default. Writing it from tokenizer.json's ByteLevel processor changes other folders'
+        // key sets (open in issue 28's notes).
+        "false, llama.cpp's default for BPE",
+    ),
+    (
+        // Qwen3's tokenizer.json has the same ByteLevel post-processor.
+        "Qwen3-30B-A3B-2L-seeded",
+        "tokenizer.ggml.add_eos_token",
+        "false, llama.cpp's default for BPE",
+    ),
+];
 
 const OURS_ONLY: &[(&str, &str, &str)] = &[
     (

@@ -79,6 +79,20 @@ fn llama3_rope_f16_tensors_and_order_equal_convert_hf_to_gguf() {
     // rope_freqs.weight (generated from rope_parameters llama3) included, written first.
     let name = "Llama-3.2-1B-Instruct-2L-seeded";
     same_tensors_as_peer(name, 21);
+    same_order_as_peer(name);
+}
+
+#[test]
+fn qwen3moe_f16_tensors_and_order_equal_convert_hf_to_gguf() {
+    // 16 experts stacked into 3-D ffn_{down,gate,up}_exps after each layer's last expert;
+    // the router (ffn_gate_inp) kept F32.
+    let name = "Qwen3-30B-A3B-2L-seeded";
+    same_tensors_as_peer(name, 27);
+    same_order_as_peer(name);
+}
+
+/// Our F16 conversion of `name` writes its tensors in the peer's order.
+fn same_order_as_peer(name: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("f16.gguf");
     common::convert_to(&common::hf(name), &out, OutType::F16, false);
