@@ -58,6 +58,9 @@ pub struct Context<'m> {
     ptr: NonNull<sys::llama_context>,
     model: &'m Model,
     params: ContextParams,
+    /// With [`Context::with_routing`]: where the eval callback writes (boxed: its address is
+    /// handed to llama.cpp and must not move).
+    routing: Option<Box<crate::routing::RoutingLog>>,
 }
 
 impl<'m> Context<'m> {
@@ -65,6 +68,35 @@ impl<'m> Context<'m> {
     ///
     /// Errors: llama.cpp refused the parameters.
     pub fn new(model: &'m Model, params: ContextParams) -> Result<Context<'m>, RuntimeError> {
+        Self::create(model, params, None)
+    }
+
+    /// As [`Context::new`], recording the experts llama.cpp routes every token to in every
+    /// MoE layer ([`crate::routing`]); [`Context::take_routing`] hands them over. The graph is
+    /// evaluated in pieces around the observed nodes: same values, slower.
+    ///
+    /// Errors: as [`Context::new`].
+    pub fn with_routing(
+        model: &'m Model,
+        params: ContextParams,
+    ) -> Result<Context<'m>, RuntimeError> {
+        Self::create(model, params, Some(Box::default()))
+    }
+
+    /// The routing recorded since the last call (empty without [`Context::with_routing`], or
+    /// for a model without experts).
+    pub fn take_routing(&mut self) -> crate::routing::RoutingLog {
+        self.routing
+            .as_mut()
+            .map(|r| std::mem::take(&mut **r))
+            .unwrap_or_default()
+    }
+
+    fn create(
+        model: &'m Model,
+        params: ContextParams,
+        mut routing: Option<Box<crate::routing::RoutingLog>>,
+    ) -> Result<Context<'m>, RuntimeError> {
         // SAFETY: default params from llama.cpp, adjusted by plain field writes.
         let mut p = unsafe { sys::llama_context_default_params() };
         p.n_ctx = params.n_ctx;
@@ -78,13 +110,23 @@ impl<'m> Context<'m> {
         p.type_k = params.type_kv;
         p.type_v = params.type_kv;
         p.no_perf = true;
-        // SAFETY: valid model pointer; params by value.
+        if let Some(r) = routing.as_mut() {
+            p.cb_eval = Some(crate::routing::collect);
+            p.cb_eval_user_data = &mut **r as *mut crate::routing::RoutingLog as *mut _;
+        }
+        // SAFETY: valid model pointer; params by value; the routing log outlives the context
+        // (dropped with it, after llama_free).
         let ptr = unsafe { sys::llama_init_from_model(model.raw(), p) };
         let ptr = NonNull::new(ptr).ok_or_else(|| RuntimeError::Eval {
             call: "llama_init_from_model",
             detail: format!("{params:?}"),
         })?;
-        Ok(Context { ptr, model, params })
+        Ok(Context {
+            ptr,
+            model,
+            params,
+            routing,
+        })
     }
 
     /// The settings this context was made with.

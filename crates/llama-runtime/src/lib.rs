@@ -20,6 +20,7 @@ mod gguf_c;
 pub mod log;
 mod model;
 mod quantize;
+pub mod routing;
 
 pub use context::{Context, ContextParams};
 pub use cpu::{

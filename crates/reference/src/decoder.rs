@@ -15,7 +15,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::{linear_b, linear_no_bias, Embedding, Linear, Module, VarBuilder};
 
-use crate::moe::{Moe, MoeConfig};
+use crate::moe::{Moe, MoeConfig, Routing};
 use crate::rope::Llama3;
 use crate::{read_json, var_builder, RefError, Result};
 
@@ -209,6 +209,8 @@ pub struct DecoderOutput {
     pub hidden: Tensor,
     /// Logits `[n_tokens, n_vocab]`.
     pub logits: Tensor,
+    /// MoE models: how each layer routed the tokens, layer by layer (empty otherwise).
+    pub routing: Vec<Routing>,
 }
 
 /// Per-sequence constants of a forward: RoPE tables and the causal mask, and gemma3's
@@ -272,7 +274,12 @@ impl Layer {
     }
 
     /// `x` `[n, hidden]` through attention and FFN with their residuals.
-    fn forward(&self, x: &Tensor, t: &SeqTables, cfg: &DecoderConfig) -> Result<Tensor> {
+    fn forward(
+        &self,
+        x: &Tensor,
+        t: &SeqTables,
+        cfg: &DecoderConfig,
+    ) -> Result<(Tensor, Option<Routing>)> {
         let n = x.dim(0)?;
         let (nh, nkv, hd) = (
             cfg.num_attention_heads,
@@ -323,6 +330,7 @@ impl Layer {
         }
         let x = (x + attn)?;
         let f = candle_nn::ops::rms_norm(&x, &self.ffn_norm, eps)?;
+        let mut routing = None;
         let mut ff = match &self.ffn {
             Ffn::Dense(gate, up, down) => {
                 let g = match cfg.gemma {
@@ -332,12 +340,16 @@ impl Layer {
                 };
                 down.forward(&(g * up.forward(&f)?)?)?
             }
-            Ffn::Moe(m) => m.forward(&f)?.0,
+            Ffn::Moe(m) => {
+                let (y, r) = m.forward(&f)?;
+                routing = Some(r);
+                y
+            }
         };
         if let Some((_, post_ffn)) = &self.post_norms {
             ff = candle_nn::ops::rms_norm(&ff, post_ffn, eps)?;
         }
-        Ok((x + ff)?)
+        Ok(((x + ff)?, routing))
     }
 }
 
@@ -485,6 +497,11 @@ impl Decoder {
         Ok(Decoder { cfg, root, m })
     }
 
+    /// Whether the layers' FFNs are routed experts (their routing is then in each output).
+    pub fn is_moe(&self) -> bool {
+        self.cfg.moe.is_some()
+    }
+
     /// Runs one sequence (positions 0..n, causal attention).
     pub fn forward(&self, ids: &[u32]) -> Result<DecoderOutput> {
         let mut out = self.forward_many(&[ids])?;
@@ -516,14 +533,22 @@ impl Decoder {
         seqs: &[&[u32]],
         mut f: impl FnMut(usize, DecoderOutput) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        let (xs, n_vocab) = self.layers(seqs)?;
+        let (xs, mut routings, n_vocab) = self.layers(seqs)?;
         let (norm, lm_head) = self.output_head(n_vocab)?;
         for (i, x) in xs.into_iter().enumerate() {
             let hidden = candle_nn::ops::rms_norm(&x, &norm, self.cfg.rms_norm_eps as f32)
                 .map_err(RefError::from)?;
             let logits = hidden.matmul(&lm_head.t().map_err(RefError::from)?);
             let logits = logits.map_err(RefError::from)?;
-            f(i, DecoderOutput { hidden, logits })?;
+            let routing = std::mem::take(&mut routings[i]);
+            f(
+                i,
+                DecoderOutput {
+                    hidden,
+                    logits,
+                    routing,
+                },
+            )?;
         }
         Ok(())
     }
@@ -540,7 +565,7 @@ impl Decoder {
                 ids.len()
             )));
         }
-        let (mut xs, n_vocab) = self.layers(&[ids])?;
+        let (mut xs, _, n_vocab) = self.layers(&[ids])?;
         let x = xs.pop().expect("one output per sequence");
         let x = x.narrow(0, first, ids.len() - first)?;
         let (norm, lm_head) = self.output_head(n_vocab)?;
@@ -563,7 +588,8 @@ impl Decoder {
 
     /// The embedding lookup and every layer, for each sequence: the last layer's output
     /// (`n × hidden`, before the final norm) and the vocabulary size.
-    fn layers(&self, seqs: &[&[u32]]) -> Result<(Vec<Tensor>, usize)> {
+    #[allow(clippy::type_complexity)]
+    fn layers(&self, seqs: &[&[u32]]) -> Result<(Vec<Tensor>, Vec<Vec<Routing>>, usize)> {
         let cfg = &self.cfg;
         let h = cfg.hidden_size;
         let emb_w = self
@@ -596,13 +622,16 @@ impl Decoder {
             .iter()
             .map(|ids| SeqTables::new(ids.len(), cfg))
             .collect::<Result<Vec<_>>>()?;
+        let mut routings: Vec<Vec<Routing>> = vec![Vec::new(); seqs.len()];
         for i in 0..cfg.num_hidden_layers {
             let layer = Layer::load(self.m.pp(format!("layers.{i}")), i, cfg)?;
-            for (x, t) in xs.iter_mut().zip(&tables) {
-                *x = layer.forward(x, t, cfg)?;
+            for (k, (x, t)) in xs.iter_mut().zip(&tables).enumerate() {
+                let (y, r) = layer.forward(x, t, cfg)?;
+                *x = y;
+                routings[k].extend(r);
             }
         }
-        Ok((xs, n_vocab))
+        Ok((xs, routings, n_vocab))
     }
 }
 

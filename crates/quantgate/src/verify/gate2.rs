@@ -8,7 +8,9 @@ use anyhow::{Context as _, Result};
 use super::gate1::{self, Gate1};
 use super::outcome::{Blocker, BlockerCode};
 use super::sources::{Findings, Sources};
-use super::thresholds::{judge, logits_checks, long_context_checks, vector_checks, Thresholds};
+use super::thresholds::{
+    judge, logits_checks, long_context_checks, routing_blocker, vector_checks, Thresholds,
+};
 use super::{corpus, logits, long_context, quality, stored, tokenizer, vectors, VerifyOptions};
 use crate::source::arch::Arch;
 
@@ -337,6 +339,7 @@ pub(super) fn run(
             ));
         }
         judge(logits_checks(t, &l), &mut f.blockers);
+        f.blockers.extend(routing_blocker(&l));
         if let Some(shipped) = &shipped {
             let q = quality_section(opts, s, shipped, ppl)?;
             quality::judge(&q, &mut f.blockers);

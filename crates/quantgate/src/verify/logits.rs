@@ -51,6 +51,10 @@ pub struct LogitsReport {
     /// each is a blocker. Absent from the JSON when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub non_finite: Vec<String>,
+    /// MoE models: llama.cpp's expert choices against the reference's ([`super::routing`]).
+    /// Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<super::routing::RoutingReport>,
 }
 
 /// log-softmax in f64.
@@ -159,6 +163,7 @@ impl Tally {
             kld_percentiles,
             llama_argmax: self.llama_argmax,
             non_finite: self.bad,
+            routing: None,
         }
     }
 }
@@ -173,7 +178,13 @@ pub fn check(
     texts: &[String],
     threads: Threads,
 ) -> Result<LogitsReport> {
-    let mut ctx = Context::new(model, ContextParams::logits(512, 512, threads.get()))?;
+    let params = ContextParams::logits(512, 512, threads.get());
+    let mut ctx = if reference.is_moe() {
+        Context::with_routing(model, params)?
+    } else {
+        Context::new(model, params)?
+    };
+    let mut routing = reference.is_moe().then(super::routing::Tally::new);
     let mut seqs = Vec::new();
     for t in texts {
         let ids = hf.encode(t, true)?;
@@ -189,12 +200,17 @@ pub fn check(
         crate::progress::report("gate 2 logits", i, refs.len());
         let ids_i: Vec<i32> = seqs[i].iter().map(|x| *x as i32).collect();
         let ll = ctx.logits_from(&ids_i, 0)?;
+        if let Some(r) = routing.as_mut() {
+            r.add(&out.routing, &ctx.take_routing());
+        }
         let rl = out.logits.to_vec2::<f32>()?;
         drop(out);
         tally.add_text(&seqs[i], 0, &rl, &ll);
         Ok(())
     })?;
-    Ok(tally.report())
+    let mut report = tally.report();
+    report.routing = routing.map(super::routing::Tally::report);
+    Ok(report)
 }
 
 /// Compares the logits of positions `first..n` of one long sequence `ids` (`n` tokens, one

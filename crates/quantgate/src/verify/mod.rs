@@ -23,6 +23,7 @@ pub mod quality;
 pub mod report;
 pub mod requant;
 pub mod resources;
+pub mod routing;
 mod sources;
 pub mod stored;
 mod thresholds;

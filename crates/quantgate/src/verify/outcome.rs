@@ -108,6 +108,9 @@ pub enum BlockerCode {
     LogitsTop1,
     /// Gate 2: mean KLD above the threshold.
     LogitsKld,
+    /// Gate 2 (MoE): llama.cpp routes tokens to other experts than the reference where the
+    /// choice is clear, or too often at near-ties ([`super::routing`]).
+    ExpertRouting,
     /// Gate 3: the release folder's files are incomplete, or hold a GGUF that was not verified.
     ReleaseFiles,
     /// Gate 3 (release): a file differs from `SHA256SUMS`, is missing, or is not listed.
@@ -150,7 +153,7 @@ impl BlockerCode {
             | FallbackBits => 1,
             QualityBudget | LlamaLoad | ArchitectureMismatch | NonFinite | TokenizerNoMode
             | VectorsCosine | VectorsTop1 | VectorsPooling | LogitsNotMeasured | LogitsCosine
-            | LogitsTop1 | LogitsKld => 2,
+            | LogitsTop1 | LogitsKld | ExpertRouting => 2,
             ReleaseFiles | ReleaseSha256 | ReleaseNotVerified | ReleaseRemeasure
             | ReleaseReport | ReleaseGates12 => 3,
         }

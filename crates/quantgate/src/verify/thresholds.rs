@@ -177,6 +177,17 @@ pub fn long_context_checks(t: &Thresholds, lc: &long_context::LongContext) -> Ve
         .collect()
 }
 
+/// The blocker of a MoE logits measurement whose routing differs from the reference's
+/// beyond near-ties (fixed rule, [`super::routing::failure`]).
+pub fn routing_blocker(l: &logits::LogitsReport) -> Option<Blocker> {
+    let why = super::routing::failure(l.routing.as_ref()?)?;
+    Some(Blocker::new(
+        BlockerCode::ExpertRouting,
+        "expert routing",
+        why,
+    ))
+}
+
 /// Evaluates the rows in order; every failing row is a Gate 2 blocker.
 /// The threshold-derived blockers a recorded report's own figures give (Gate 1 counts,
 /// vectors and logits against its thresholds, quality against its budget): what `release
@@ -198,6 +209,7 @@ pub fn rejudge(v: &VerifyReport, blockers: &mut Vec<Blocker>) {
     }
     if let Some(l) = &v.gate2_logits {
         judge(logits_checks(&v.thresholds, l), blockers);
+        blockers.extend(routing_blocker(l));
     }
     if let Some(lc) = &v.gate2_long_context {
         judge(long_context_checks(&v.thresholds, lc), blockers);
