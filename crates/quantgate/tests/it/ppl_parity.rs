@@ -16,6 +16,17 @@
 //! runnable anywhere the tests run) the kernels differ: those lines are our own, recorded the
 //! same day, and guard against regressions only.
 //!
+//! The seeded Llama 3.2 (llama3 RoPE) and Qwen3-MoE fixtures, recorded 2026-12-03 on an AVX-512
+//! host (AMD EPYC, zen4 variant) with the same peer build (`quantgate bench ppl`, which prints
+//! both lines side by side): equal in every digit.
+//!
+//! | fixture | F16 | Q4_K_M |
+//! |---|---|---|
+//! | Llama-3.2-1B-Instruct-2L-seeded | 136573.7784 ± 2005.73834 | 137168.9083 ± 2040.21222 |
+//! | Qwen3-30B-A3B-2L-seeded | 171324.9293 ± 2143.85951 | 170431.7292 ± 2157.11377 |
+//!
+//! (Random weights: PPL near the vocabulary size.)
+//!
 //! gemma-3-270m (scripts/build-gemma3-fixture.sh), recorded 2026-12-02 on an AVX2-only host
 //! (AMD EPYC, no AVX-512) with the same peer build: its native build compiles the AVX2 kernels,
 //! and `llama-perplexity` printed exactly our `haswell` lines, F16 15.2304 ± 1.56544 and
@@ -134,5 +145,43 @@ fn gemma3_eval_ppl_equals_llama_perplexity() {
         final_line("haswell", &q),
         q4,
         "gemma3 Q4_K_M: llama-perplexity"
+    );
+}
+
+#[test]
+fn llama3_eval_ppl_equals_llama_perplexity() {
+    parity(
+        "Llama-3.2-1B-Instruct-2L-seeded",
+        [
+            (
+                "F16",
+                "Final estimate: PPL = 136573.7784 +/- 2005.73834",
+                "Final estimate: PPL = 136572.8142 +/- 2005.76883",
+            ),
+            (
+                "Q4_K_M",
+                "Final estimate: PPL = 137168.9083 +/- 2040.21222",
+                "Final estimate: PPL = 137167.4460 +/- 2039.43230",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn qwen3moe_eval_ppl_equals_llama_perplexity() {
+    parity(
+        "Qwen3-30B-A3B-2L-seeded",
+        [
+            (
+                "F16",
+                "Final estimate: PPL = 171324.9293 +/- 2143.85951",
+                "Final estimate: PPL = 171324.6432 +/- 2143.87146",
+            ),
+            (
+                "Q4_K_M",
+                "Final estimate: PPL = 170431.7292 +/- 2157.11377",
+                "Final estimate: PPL = 170423.7668 +/- 2155.81063",
+            ),
+        ],
     );
 }

@@ -82,3 +82,18 @@ fn reference_ppl_matches_llama_cpp_on_gemma3_f16_past_the_sliding_window() {
     let rel = relative_difference_at("gemma-3-270m", 1024, 1);
     assert!(rel < 2e-3, "relative difference {rel}");
 }
+
+#[test]
+fn reference_ppl_matches_llama_cpp_on_llama3_f16() {
+    // The same bound as SmolLM2's, fixed before the first llama3 measurement.
+    let rel = relative_difference("Llama-3.2-1B-Instruct-2L-seeded");
+    assert!(rel < 2e-3, "relative difference {rel}");
+}
+
+#[test]
+fn reference_ppl_matches_llama_cpp_on_qwen3moe_f16() {
+    // The same bound as SmolLM2's, fixed before the first qwen3moe measurement; the reference
+    // routes every token itself.
+    let rel = relative_difference("Qwen3-30B-A3B-2L-seeded");
+    assert!(rel < 2e-3, "relative difference {rel}");
+}
