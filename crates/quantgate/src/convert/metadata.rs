@@ -46,43 +46,7 @@ pub fn metadata(
         put(&k, v);
     }
     let u32_of = |k: &str| hf.config_u64(k).map(|v| Value::U32(v as u32));
-    let f32_of = |k: &str| hf.config_f64(k).map(|v| Value::F32(v as f32));
-    let rope = rope::read(&hf.config)?;
-    let rope_f32 = |x: Option<f64>| x.map(|v| Value::F32(v as f32));
-    let sc = rope.scaling.as_ref();
-    let yarn = |i: usize| rope_f32(sc.and_then(|s| s.yarn[i]));
-    let swa_base = rope::freq_base_swa(&hf.config)?;
-    let rows: [(&str, Option<Value>); 20] = [
-        (llm::BLOCK_COUNT, u32_of("num_hidden_layers")),
-        (llm::CONTEXT_LENGTH, u32_of("max_position_embeddings")),
-        (llm::EMBEDDING_LENGTH, u32_of("hidden_size")),
-        (llm::FEED_FORWARD_LENGTH, u32_of("intermediate_size")),
-        (llm::HEAD_COUNT, u32_of("num_attention_heads")),
-        (llm::HEAD_COUNT_KV, u32_of("num_key_value_heads")),
-        // Scaling before the base, as llama.cpp's converter writes them.
-        (llm::ROPE_SCALING_TYPE, sc.map(|s| Value::string(s.kind))),
-        (llm::ROPE_SCALING_FACTOR, rope_f32(sc.map(|s| s.factor))),
-        (
-            llm::ROPE_SCALING_ORIG_CTX_LEN,
-            sc.and_then(|s| s.original_context)
-                .map(|c| Value::U32(c as u32)),
-        ),
-        (llm::ROPE_SCALING_YARN_EXT_FACTOR, yarn(0)),
-        (llm::ROPE_SCALING_YARN_ATTN_FACTOR, yarn(1)),
-        (llm::ROPE_SCALING_YARN_BETA_FAST, yarn(2)),
-        (llm::ROPE_SCALING_YARN_BETA_SLOW, yarn(3)),
-        (llm::ROPE_FREQ_BASE, rope_f32(rope.freq_base)),
-        (llm::ROPE_FREQ_BASE_SWA, rope_f32(swa_base)),
-        (llm::LAYERNORM_RMS_EPS, f32_of("rms_norm_eps")),
-        (llm::LAYERNORM_EPS, f32_of("layer_norm_eps")),
-        // The peer's find_hparam order: the v5 spelling first.
-        (
-            llm::EXPERT_COUNT,
-            u32_of("num_local_experts").or_else(|| u32_of("num_experts")),
-        ),
-        (llm::EXPERT_USED_COUNT, u32_of("num_experts_per_tok")),
-        (llm::KEY_LENGTH, key_length(hf, arch)),
-    ];
+    let rows = hparam_rows(hf, arch)?;
     for (k, v) in rows {
         if let Some(v) = v {
             put(k, v.clone());
@@ -135,6 +99,52 @@ pub fn metadata(
     kv.extend(tokenizer_metadata(vocab, arch, no_bos));
     finite_f32_keys(hf, &kv)?;
     Ok(kv)
+}
+
+/// The `{arch}.*` hyperparameter rows in llama.cpp's converter's order (`None`: not written;
+/// `key_length` also gives `value_length`).
+///
+/// Errors: RoPE settings that cannot be read ([`rope::read`], [`rope::freq_base_swa`]).
+fn hparam_rows(hf: &HfDir, arch: Arch) -> Result<Vec<(&'static str, Option<Value>)>> {
+    use gguf::keys::llm;
+    let u32_of = |k: &str| hf.config_u64(k).map(|v| Value::U32(v as u32));
+    let f32_of = |k: &str| hf.config_f64(k).map(|v| Value::F32(v as f32));
+    let rope = rope::read(&hf.config)?;
+    let rope_f32 = |x: Option<f64>| x.map(|v| Value::F32(v as f32));
+    let sc = rope.scaling.as_ref();
+    let yarn = |i: usize| rope_f32(sc.and_then(|s| s.yarn[i]));
+    let swa_base = rope::freq_base_swa(&hf.config)?;
+    Ok(vec![
+        (llm::BLOCK_COUNT, u32_of("num_hidden_layers")),
+        (llm::CONTEXT_LENGTH, u32_of("max_position_embeddings")),
+        (llm::EMBEDDING_LENGTH, u32_of("hidden_size")),
+        (llm::FEED_FORWARD_LENGTH, u32_of("intermediate_size")),
+        (llm::HEAD_COUNT, u32_of("num_attention_heads")),
+        (llm::HEAD_COUNT_KV, u32_of("num_key_value_heads")),
+        // Scaling before the base, as llama.cpp's converter writes them.
+        (llm::ROPE_SCALING_TYPE, sc.map(|s| Value::string(s.kind))),
+        (llm::ROPE_SCALING_FACTOR, rope_f32(sc.map(|s| s.factor))),
+        (
+            llm::ROPE_SCALING_ORIG_CTX_LEN,
+            sc.and_then(|s| s.original_context)
+                .map(|c| Value::U32(c as u32)),
+        ),
+        (llm::ROPE_SCALING_YARN_EXT_FACTOR, yarn(0)),
+        (llm::ROPE_SCALING_YARN_ATTN_FACTOR, yarn(1)),
+        (llm::ROPE_SCALING_YARN_BETA_FAST, yarn(2)),
+        (llm::ROPE_SCALING_YARN_BETA_SLOW, yarn(3)),
+        (llm::ROPE_FREQ_BASE, rope_f32(rope.freq_base)),
+        (llm::ROPE_FREQ_BASE_SWA, rope_f32(swa_base)),
+        (llm::LAYERNORM_RMS_EPS, f32_of("rms_norm_eps")),
+        (llm::LAYERNORM_EPS, f32_of("layer_norm_eps")),
+        // The peer's find_hparam order: the v5 spelling first.
+        (
+            llm::EXPERT_COUNT,
+            u32_of("num_local_experts").or_else(|| u32_of("num_experts")),
+        ),
+        (llm::EXPERT_USED_COUNT, u32_of("num_experts_per_tok")),
+        (llm::KEY_LENGTH, key_length(hf, arch)),
+    ])
 }
 
 /// The backstop of every field check: no key is written as an f32 that is not finite (1e300

@@ -462,14 +462,12 @@ pub fn check_tensors(
         // A block type quantized from a conversion to F16/BF16 (convert, then quantize) encodes
         // the source rounded to that type; ggml's own round trip gives those values.
         let mut via = None;
-        if !matches!(ty, GgmlType::F16 | GgmlType::BF16) {
-            for t in [GgmlType::F16, GgmlType::BF16] {
-                let e = expected_bytes(hf, a, members, info, ty, &ne_src, Some(t), &mut maps)?;
-                if stored == e {
-                    via = Some(t);
-                    break;
-                }
+        for t in [GgmlType::F16, GgmlType::BF16] {
+            if matches!(ty, GgmlType::F16 | GgmlType::BF16) || via.is_some() {
+                break;
             }
+            let e = expected_bytes(hf, a, members, info, ty, &ne_src, Some(t), &mut maps)?;
+            via = (stored == e).then_some(t);
         }
         match via {
             Some(t) => {
@@ -486,24 +484,23 @@ pub fn check_tensors(
         }
     }
     let present: std::collections::HashSet<&str> = infos.iter().map(|i| i.name.as_str()).collect();
-    for name in sources.keys() {
-        if !present.contains(name.as_str()) {
-            blockers.push(Blocker::new(
-                BlockerCode::TensorMissing,
-                name,
-                "mapped from the HF source but absent from the file".into(),
-            ));
+    let missing = |names: Vec<&String>, why: &str, blockers: &mut Vec<Blocker>| {
+        for name in names {
+            if !present.contains(name.as_str()) {
+                blockers.push(Blocker::new(BlockerCode::TensorMissing, name, why.into()));
+            }
         }
-    }
-    for name in generated.keys() {
-        if !present.contains(name.as_str()) {
-            blockers.push(Blocker::new(
-                BlockerCode::TensorMissing,
-                name,
-                "config.json's RoPE scaling implies it (llama3) but the file has none".into(),
-            ));
-        }
-    }
+    };
+    missing(
+        sources.keys().collect(),
+        "mapped from the HF source but absent from the file",
+        blockers,
+    );
+    missing(
+        generated.keys().collect(),
+        "config.json's RoPE scaling implies it (llama3) but the file has none",
+        blockers,
+    );
     Ok(())
 }
 
