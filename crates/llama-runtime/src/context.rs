@@ -58,9 +58,10 @@ pub struct Context<'m> {
     ptr: NonNull<sys::llama_context>,
     model: &'m Model,
     params: ContextParams,
-    /// With [`Context::with_routing`]: where the eval callback writes (boxed: its address is
-    /// handed to llama.cpp and must not move).
-    routing: Option<Box<crate::routing::RoutingLog>>,
+    /// With [`Context::with_routing`]: where the eval callback writes. Owned through this raw
+    /// pointer (from `Box::into_raw`) because llama.cpp holds it too; freed in `Drop` after
+    /// the context.
+    routing: Option<NonNull<crate::routing::RoutingLog>>,
 }
 
 impl<'m> Context<'m> {
@@ -80,22 +81,25 @@ impl<'m> Context<'m> {
         model: &'m Model,
         params: ContextParams,
     ) -> Result<Context<'m>, RuntimeError> {
-        Self::create(model, params, Some(Box::default()))
+        let log = Box::into_raw(Box::<crate::routing::RoutingLog>::default());
+        // SAFETY: Box::into_raw never returns null.
+        Self::create(model, params, Some(unsafe { NonNull::new_unchecked(log) }))
     }
 
     /// The routing recorded since the last call (empty without [`Context::with_routing`], or
     /// for a model without experts).
     pub fn take_routing(&mut self) -> crate::routing::RoutingLog {
+        // SAFETY: the log is ours and llama.cpp writes it only during a decode, which cannot
+        // run while this &mut self borrow lasts.
         self.routing
-            .as_mut()
-            .map(|r| std::mem::take(&mut **r))
+            .map(|r| std::mem::take(unsafe { &mut *r.as_ptr() }))
             .unwrap_or_default()
     }
 
     fn create(
         model: &'m Model,
         params: ContextParams,
-        mut routing: Option<Box<crate::routing::RoutingLog>>,
+        routing: Option<NonNull<crate::routing::RoutingLog>>,
     ) -> Result<Context<'m>, RuntimeError> {
         // SAFETY: default params from llama.cpp, adjusted by plain field writes.
         let mut p = unsafe { sys::llama_context_default_params() };
@@ -110,17 +114,23 @@ impl<'m> Context<'m> {
         p.type_k = params.type_kv;
         p.type_v = params.type_kv;
         p.no_perf = true;
-        if let Some(r) = routing.as_mut() {
+        if let Some(r) = routing {
             p.cb_eval = Some(crate::routing::collect);
-            p.cb_eval_user_data = &mut **r as *mut crate::routing::RoutingLog as *mut _;
+            p.cb_eval_user_data = r.as_ptr() as *mut _;
         }
         // SAFETY: valid model pointer; params by value; the routing log outlives the context
         // (dropped with it, after llama_free).
         let ptr = unsafe { sys::llama_init_from_model(model.raw(), p) };
-        let ptr = NonNull::new(ptr).ok_or_else(|| RuntimeError::Eval {
-            call: "llama_init_from_model",
-            detail: format!("{params:?}"),
-        })?;
+        let Some(ptr) = NonNull::new(ptr) else {
+            if let Some(r) = routing {
+                // SAFETY: from Box::into_raw in with_routing; llama.cpp made no context.
+                drop(unsafe { Box::from_raw(r.as_ptr()) });
+            }
+            return Err(RuntimeError::Eval {
+                call: "llama_init_from_model",
+                detail: format!("{params:?}"),
+            });
+        };
         Ok(Context {
             ptr,
             model,
@@ -378,7 +388,13 @@ impl<'m> Context<'m> {
 
 impl Drop for Context<'_> {
     fn drop(&mut self) {
-        // SAFETY: we own the context pointer.
-        unsafe { sys::llama_free(self.ptr.as_ptr()) }
+        // SAFETY: we own the context pointer; the routing log (from Box::into_raw) is freed
+        // after the context that could write it.
+        unsafe {
+            sys::llama_free(self.ptr.as_ptr());
+            if let Some(r) = self.routing {
+                drop(Box::from_raw(r.as_ptr()));
+            }
+        }
     }
 }

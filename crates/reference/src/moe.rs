@@ -103,7 +103,7 @@ impl Moe {
     /// The top-k experts of each token's probabilities (ties to the lower index) and the
     /// margin to the first one left out.
     fn route(&self, probs: &[Vec<f32>]) -> Routing {
-        let k = self.cfg.top_k.min(self.cfg.n_expert);
+        let k = self.cfg.top_k.clamp(1, self.cfg.n_expert.max(1));
         let mut r = Routing::default();
         for p in probs {
             let mut order: Vec<u32> = (0..p.len() as u32).collect();
@@ -141,9 +141,16 @@ pub fn config(v: &serde_json::Value, path: &std::path::Path) -> Result<Option<Mo
         .and_then(|x| x.as_u64())
         .map(|x| Ok(x as usize))
         .unwrap_or_else(|| int("num_experts"))?;
+    let top_k = int("num_experts_per_tok")?;
+    if !(1..=n_expert).contains(&top_k) {
+        return Err(crate::RefError::Unsupported(format!(
+            "{}: field num_experts_per_tok = {top_k}: must be 1 to the {n_expert} experts",
+            path.display()
+        )));
+    }
     Ok(Some(MoeConfig {
         n_expert,
-        top_k: int("num_experts_per_tok")?,
+        top_k,
         n_ff: int("moe_intermediate_size")?,
         norm_topk_prob: crate::hf_config::field(v, "norm_topk_prob")
             .and_then(|x| x.as_bool())

@@ -268,6 +268,12 @@ fn map_moe(n: &str, local: &str, suffix: &str) -> Option<Mapped> {
         });
     }
     let (e, proj) = local.strip_prefix("mlp.experts.")?.split_once('.')?;
+    // Weights only (no expert has a bias), and the index as transformers writes it ("7", not
+    // "07"): anything else has no GGUF name and is refused.
+    let index: u32 = e.parse().ok()?;
+    if suffix != "weight" || index.to_string() != e {
+        return None;
+    }
     let g = match proj {
         "gate_proj" => "ffn_gate_exps",
         "up_proj" => "ffn_up_exps",
@@ -277,7 +283,7 @@ fn map_moe(n: &str, local: &str, suffix: &str) -> Option<Mapped> {
     Some(Mapped {
         gguf: format!("blk.{n}.{g}.{suffix}"),
         force_f32: false,
-        expert: Some(e.parse().ok()?),
+        expert: Some(index),
     })
 }
 

@@ -332,6 +332,12 @@ pub fn check(config: &Value, a: Arch) -> Vec<String> {
     if a == Arch::Gemma3 {
         problems.extend(gemma3_layout(config));
     }
+    if a == Arch::Qwen3Moe && config.get("norm_topk_prob").is_none_or(Value::is_null) {
+        // transformers' Qwen3MoeConfig defaults it to false; llama.cpp always renormalises.
+        problems.push(
+            "config.json: field norm_topk_prob is missing: transformers then does not renormalise the top-k routing weights (default false), llama.cpp's qwen3moe always does".into(),
+        );
+    }
     problems
 }
 

@@ -125,6 +125,20 @@ pub(crate) fn verify_section(r: &VerifyReport) -> Result<String> {
             l.min_cosine, l.top1_agreement, l.mean_kld, l.positions
         );
     }
+    if let Some(rt) = r.gate2_logits.as_ref().and_then(|l| l.routing.as_ref()) {
+        let _ = writeln!(
+            s,
+            "<p>Gate 2 expert routing: {} of {} (token, layer) choices differ from the reference's, {} at a clear margin (≥ {}).</p>",
+            rt.differing, rt.pairs, rt.differing_clear, super::routing::NEAR_TIE
+        );
+    }
+    if let Some(lc) = &r.gate2_long_context {
+        let _ = writeln!(
+            s,
+            "<p>Gate 2 long context ({}): positions {}..{}, min cosine {:.6}, argmax agreement {:.4}, mean KLD {:.6}.</p>",
+            escape(&lc.why), lc.first_scored, lc.n_tokens, lc.logits.min_cosine, lc.logits.top1_agreement, lc.logits.mean_kld
+        );
+    }
     if let Some(q) = &r.quality {
         let _ = writeln!(
             s,

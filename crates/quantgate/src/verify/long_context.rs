@@ -15,6 +15,10 @@ use crate::threads::Threads;
 /// Positions scored past the wavelength.
 pub const SCORED: usize = 256;
 
+/// The longest sequence the check runs (tokens): the reference's memory and time grow with
+/// it; Llama 3.x needs 8448.
+pub const LIMIT: usize = 65536;
+
 /// What a long-context measurement ran on and what it measured.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LongContext {
@@ -37,11 +41,17 @@ pub fn plan(config: &serde_json::Value) -> Result<Option<(usize, usize, String)>
     let Some(l) = crate::source::rope::read(config)?.llama3 else {
         return Ok(None);
     };
-    let first = l.low_freq_wavelength().ceil() as usize;
     let why = format!(
         "rope_type llama3: original_max_position_embeddings {} / low_freq_factor {}",
         l.original_context, l.low_freq_factor
     );
+    let wavelength = l.low_freq_wavelength().ceil();
+    if wavelength.is_nan() || wavelength + SCORED as f64 > LIMIT as f64 {
+        anyhow::bail!(
+            "config.json: {why} = {wavelength} tokens: the long-context check is limited to {LIMIT} tokens"
+        );
+    }
+    let first = wavelength as usize;
     Ok(Some((first, first + SCORED, why)))
 }
 

@@ -138,8 +138,8 @@ fn gate2_logits(s: &mut String, r: &VerifyReport) {
     if let Some(rt) = r.gate2_logits.as_ref().and_then(|l| l.routing.as_ref()) {
         let _ = writeln!(
             s,
-            "- expert routing: {} of {} (token, layer) choices differ from the reference's, {} with a margin ≥ {} (rule: none such, at most {} near-ties); smallest margin {:.2e}",
-            rt.differing, rt.pairs, rt.differing_clear, super::routing::NEAR_TIE, super::routing::MAX_DIFFERING, rt.min_margin
+            "- expert routing: {} of {} (token, layer) choices differ from the reference's, {} with a margin ≥ {} (rule: none such, at most {} near-ties); {} pairs after a difference not judged; smallest margin {:.2e}",
+            rt.differing, rt.pairs, rt.differing_clear, super::routing::NEAR_TIE, super::routing::MAX_DIFFERING, rt.downstream, rt.min_margin
         );
     }
     if let Some(lc) = &r.gate2_long_context {

@@ -112,9 +112,17 @@ impl StoredBackend {
             let expert = m
                 .expert
                 .map(|e| (e as usize, *t.dims.last().unwrap_or(&1) as usize));
+            if let Some((e, count)) = expert.filter(|(e, count)| e >= count) {
+                return Err(anyhow!(
+                    "{}: tensor {} holds {count} experts; the source's {} is expert {e}",
+                    gguf_path.display(),
+                    m.gguf,
+                    src.name
+                ));
+            }
             let n = t.n_elements() as usize / expert.map_or(1, |(_, n)| n.max(1));
             let shape = match source_shape {
-                Some(s) if n != src.n_elements() || expert.is_some_and(|(e, n)| e >= n) => {
+                Some(s) if n != src.n_elements() => {
                     return Err(anyhow!(
                         "{}: tensor {} has {n} elements, the source's {} has {}",
                         gguf_path.display(),

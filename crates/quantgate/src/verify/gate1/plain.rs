@@ -282,6 +282,11 @@ fn expert_stacks(hf: &HfDir, a: arch::Arch) -> Result<BTreeMap<usize, Vec<String
     // Layer prefix (`blk.N`) → (last source index, stacked names).
     let mut layers: BTreeMap<String, (usize, Vec<String>)> = BTreeMap::new();
     for (i, t) in hf.tensors.iter().enumerate() {
+        // Only plain tensors are stacked (quantized experts are refused by convert); the
+        // parts of MLX and packed modules have no name of their own.
+        if !matches!(super::common::role(&t.name), super::common::Role::Plain) {
+            continue;
+        }
         let Some(m) = arch::map_tensor(a, &t.name)? else {
             continue;
         };
@@ -413,11 +418,7 @@ pub fn check_tensors(
     blockers: &mut Vec<Blocker>,
     r: &mut Gate1Report,
 ) -> Result<()> {
-    let infos: Vec<_> = c
-        .tensors()
-        .into_iter()
-        .filter(|i| !covered.gguf_names.contains(&i.name))
-        .collect();
+    let infos = uncovered(c, covered);
     let mut file =
         std::fs::File::open(gguf_path).with_context(|| format!("{}", gguf_path.display()))?;
     let mut maps = SourceMaps::new(hf);
@@ -439,7 +440,10 @@ pub fn check_tensors(
         };
         let src = &hf.tensors[members[0]];
         let stacked = (members.len() > 1).then_some(members.len());
-        let Some(ne_src) = matching_ne(info, src, stacked, blockers) else {
+        let Some(ne_src) = members_agree(hf, info, members, blockers)
+            .then(|| matching_ne(info, src, stacked, blockers))
+            .flatten()
+        else {
             continue;
         };
         let Some(ty) = GgmlType::from_id(info.type_id) else {
@@ -562,6 +566,38 @@ fn check_generated(
     Ok(())
 }
 
+/// The file's tensors that no other Gate 1 check (MLX, packed) has taken.
+fn uncovered(c: &CGguf, covered: &super::common::Covered) -> Vec<CTensorInfo> {
+    let mut infos = c.tensors();
+    infos.retain(|i| !covered.gguf_names.contains(&i.name));
+    infos
+}
+
+/// Whether a stack's source experts all have the first one's shape; else a blocker.
+fn members_agree(
+    hf: &HfDir,
+    info: &CTensorInfo,
+    members: &[usize],
+    blockers: &mut Vec<Blocker>,
+) -> bool {
+    let src = &hf.tensors[members[0]];
+    let Some(j) = members[1..]
+        .iter()
+        .find(|j| hf.tensors[**j].shape != src.shape)
+    else {
+        return true;
+    };
+    blockers.push(Blocker::new(
+        BlockerCode::TensorShape,
+        &info.name,
+        format!(
+            "the source's experts disagree in shape: {} {:?}, {} {:?}",
+            src.name, src.shape, hf.tensors[*j].name, hf.tensors[*j].shape
+        ),
+    ));
+    false
+}
+
 /// GGUF name → indices of the HF source tensors mapped to it (one, or a stacked MoE tensor's
 /// experts in expert order), for sources not covered elsewhere.
 fn reference_sources(
@@ -599,6 +635,24 @@ fn matching_ne(
 ) -> Option<Vec<i64>> {
     let mut ne_src: Vec<i64> = src.shape.iter().rev().map(|d| *d as i64).collect();
     ne_src.extend(stacked.map(|n| n as i64));
+    if ne_src.len() > info.ne.len() {
+        blockers.push(Blocker::new(
+            BlockerCode::TensorShape,
+            &info.name,
+            format!(
+                "source {} has {} dimensions{}; a GGUF tensor has at most {}",
+                src.name,
+                ne_src.len(),
+                if stacked.is_some() {
+                    " with the experts"
+                } else {
+                    ""
+                },
+                info.ne.len()
+            ),
+        ));
+        return None;
+    }
     let ne_file: Vec<i64> = info.ne[..ne_src.len().max(1)].to_vec();
     if ne_src != ne_file || info.ne[ne_src.len()..].iter().any(|d| *d != 1) {
         blockers.push(Blocker::new(
