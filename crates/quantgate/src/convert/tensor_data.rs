@@ -199,31 +199,56 @@ fn plain_data<'a>(
     TensorData::Deferred(Box::new(move |out| {
         // Ctrl-C: stop between tensors; the writer's temp file is removed on error.
         crate::interrupt::check().map_err(std::io::Error::other)?;
-        if ty == GgmlType::Q8_0 {
-            let mut x = hf_ref.to_f32(src)?;
-            nonfinite_guard(hf_ref, src, &name, count_nonfinite(&x), allow_nonfinite)?;
-            if let Some(heads) = permute {
-                x = permute_qk(&x, rows, heads);
-            }
-            // Q8_0 needs whole 32-value blocks of the (permuted) rows: whole tensor at once.
-            let mut buf = Vec::new();
-            gguf::quant_ref::quantize_q8_0(&x, &mut buf);
-            return out.write_all(&buf);
-        }
-        let perm = permute.map(|h| (rows, h));
-        let c = stream::convert(hf_ref, src, ty, (rows, perm), out, &mut |c| {
-            nonfinite_guard(hf_ref, src, &name, c.nonfinite, allow_nonfinite)?;
-            overflow_guard(&name, c.overflow)
-        })?;
-        if c.underflow > 0 {
-            uf.borrow_mut().push((name.clone(), c.underflow));
+        let underflow = encode_source(
+            hf_ref,
+            src,
+            ty,
+            (permute, rows),
+            (&name, allow_nonfinite),
+            out,
+        )?;
+        if underflow > 0 {
+            uf.borrow_mut().push((name.clone(), underflow));
         }
         Ok(())
     }))
 }
 
+/// Writes float source `src` (`rows` rows, Q/K-permuted by `permute` heads) encoded as `ty`
+/// to `out`; returns how many non-zero values became zero in f16.
+///
+/// Errors: read/write errors, non-finite values unless allowed, f16 overflow (naming `name`).
+fn encode_source(
+    hf_ref: &HfDir,
+    src: &hf::SourceTensor,
+    ty: GgmlType,
+    (permute, rows): (Option<usize>, usize),
+    (name, allow_nonfinite): (&str, bool),
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<usize> {
+    if ty == GgmlType::Q8_0 {
+        let mut x = hf_ref.to_f32(src)?;
+        nonfinite_guard(hf_ref, src, name, count_nonfinite(&x), allow_nonfinite)?;
+        if let Some(heads) = permute {
+            x = permute_qk(&x, rows, heads);
+        }
+        // Q8_0 needs whole 32-value blocks of the (permuted) rows: whole tensor at once.
+        let mut buf = Vec::new();
+        gguf::quant_ref::quantize_q8_0(&x, &mut buf);
+        out.write_all(&buf)?;
+        return Ok(0);
+    }
+    let perm = permute.map(|h| (rows, h));
+    let c = stream::convert(hf_ref, src, ty, (rows, perm), out, &mut |c| {
+        nonfinite_guard(hf_ref, src, name, c.nonfinite, allow_nonfinite)?;
+        overflow_guard(name, c.overflow)
+    })?;
+    Ok(c.underflow)
+}
+
 /// The deferred bytes of a stacked MoE tensor: each expert's source tensor (`rows` rows),
-/// encoded as `ty` in expert order, one after another (the 3-D tensor's slabs).
+/// encoded as `ty` in expert order, one after another (the 3-D tensor's slabs; rows are
+/// independent, so a slab's Q8_0 blocks are those of the whole tensor).
 fn stacked_data<'a>(
     hf_ref: &'a HfDir,
     experts: Vec<usize>,
@@ -238,20 +263,8 @@ fn stacked_data<'a>(
         let mut underflow = 0;
         for &j in &experts {
             let src = &hf_ref.tensors[j];
-            if ty == GgmlType::Q8_0 {
-                // Rows are independent: a slab's Q8_0 blocks are those of the whole tensor.
-                let x = hf_ref.to_f32(src)?;
-                nonfinite_guard(hf_ref, src, &name, count_nonfinite(&x), allow_nonfinite)?;
-                let mut buf = Vec::new();
-                gguf::quant_ref::quantize_q8_0(&x, &mut buf);
-                out.write_all(&buf)?;
-                continue;
-            }
-            let c = stream::convert(hf_ref, src, ty, (rows, None), out, &mut |c| {
-                nonfinite_guard(hf_ref, src, &name, c.nonfinite, allow_nonfinite)?;
-                overflow_guard(&name, c.overflow)
-            })?;
-            underflow += c.underflow;
+            underflow +=
+                encode_source(hf_ref, src, ty, (None, rows), (&name, allow_nonfinite), out)?;
         }
         if underflow > 0 {
             uf.borrow_mut().push((name.clone(), underflow));

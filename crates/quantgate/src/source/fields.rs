@@ -132,38 +132,12 @@ fn read(a: Arch) -> &'static [&'static str] {
             // Ties the masked-LM head, which an embedding conversion does not include.
             "tie_word_embeddings",
         ],
-        Arch::Llama | Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 => &[
-            "model_type",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "num_key_value_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-            "rms_norm_eps",
-            "rope_theta",
-            "rope_scaling",
-            "rope_parameters",
-            "head_dim",
-            "vocab_size",
-            "tie_word_embeddings",
-            // The tensors decide: a bias present is converted, an absent one is not.
-            "attention_bias",
-            "mlp_bias",
-            // Already-quantized checkpoints (convert::mlx).
-            "quantization",
-            "quantization_config",
-            // Only used with use_sliding_window, which is constrained to false.
-            "sliding_window",
-            "max_window_layers",
-        ],
-        Arch::Qwen3Moe => QWEN3MOE_READ,
+        Arch::Llama | Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 | Arch::Qwen3Moe => DECODER_READ,
     }
 }
 
-/// qwen3_moe: the decoder fields plus the experts' (`{arch}.expert_count` from `num_experts`
-/// or v5's `num_local_experts`, `expert_used_count`, `expert_feed_forward_length`).
-const QWEN3MOE_READ: &[&str] = &[
+/// Fields every decoder reads.
+const DECODER_READ: &[&str] = &[
     "model_type",
     "hidden_size",
     "num_hidden_layers",
@@ -178,9 +152,21 @@ const QWEN3MOE_READ: &[&str] = &[
     "head_dim",
     "vocab_size",
     "tie_word_embeddings",
+    // The tensors decide: a bias present is converted, an absent one is not.
     "attention_bias",
+    "mlp_bias",
+    // Already-quantized checkpoints (convert::mlx).
+    "quantization",
+    "quantization_config",
+    // Only used with use_sliding_window, which is constrained to false.
     "sliding_window",
     "max_window_layers",
+];
+
+/// What qwen3_moe reads besides the decoder fields: the experts' (`{arch}.expert_count` from
+/// `num_experts` or v5's `num_local_experts`, `expert_used_count`,
+/// `expert_feed_forward_length`) and two training-only router settings.
+const MOE_READ: &[&str] = &[
     "num_experts",
     "num_local_experts",
     "num_experts_per_tok",
@@ -313,7 +299,12 @@ pub fn check(config: &Value, a: Arch) -> Vec<String> {
     ];
     for (prefix, obj) in levels {
         for (k, v) in obj.into_iter().flatten() {
-            if k == "text_config" || INERT.contains(&k.as_str()) || read(a).contains(&k.as_str()) {
+            let moe = a == Arch::Qwen3Moe && MOE_READ.contains(&k.as_str());
+            if k == "text_config"
+                || INERT.contains(&k.as_str())
+                || read(a).contains(&k.as_str())
+                || moe
+            {
                 continue;
             }
             match constrained(a, k, v) {

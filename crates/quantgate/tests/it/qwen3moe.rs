@@ -205,18 +205,8 @@ fn configs_llama_cpp_would_route_differently_are_refused_naming_the_field() {
         let bad = dir.path().join(format!("hf-{field}"));
         common::copy_hf(&hf, &bad);
         common::edit_config(&bad, |c| c[field] = value.clone());
-        let e = quantgate::convert::convert(
-            &bad,
-            &dir.path().join("x.gguf"),
-            &quantgate::convert::ConvertOptions {
-                outtype: OutType::F16,
-                vocab_only: false,
-                fallback: None,
-                allow_nonfinite: false,
-            },
-        )
-        .unwrap_err();
-        assert!(format!("{e:#}").contains(want), "{field}: {e:#}");
+        let e = common::convert_err(&bad);
+        assert!(e.contains(want), "{field}: {e:#}");
     }
     // Absent, transformers' Qwen3MoeConfig default (false) applies: refused as well.
     let bad = dir.path().join("hf-no-norm_topk_prob");
@@ -224,19 +214,6 @@ fn configs_llama_cpp_would_route_differently_are_refused_naming_the_field() {
     common::edit_config(&bad, |c| {
         c.as_object_mut().unwrap().remove("norm_topk_prob");
     });
-    let e = quantgate::convert::convert(
-        &bad,
-        &dir.path().join("y.gguf"),
-        &quantgate::convert::ConvertOptions {
-            outtype: OutType::F16,
-            vocab_only: false,
-            fallback: None,
-            allow_nonfinite: false,
-        },
-    )
-    .unwrap_err();
-    assert!(
-        format!("{e:#}").contains("field norm_topk_prob is missing"),
-        "{e:#}"
-    );
+    let e = common::convert_err(&bad);
+    assert!(e.contains("field norm_topk_prob is missing"), "{e:#}");
 }

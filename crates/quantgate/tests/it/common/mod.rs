@@ -105,6 +105,24 @@ pub fn convert_to(dir: &Path, out: &Path, outtype: OutType, vocab_only: bool) ->
     .unwrap()
 }
 
+/// Converts `dir` to F16 in a scratch file and returns the error (`{:#}`); panics if the
+/// conversion succeeds.
+pub fn convert_err(dir: &Path) -> String {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = convert::convert(
+        dir,
+        &tmp.path().join("x.gguf"),
+        &ConvertOptions {
+            outtype: OutType::F16,
+            vocab_only: false,
+            fallback: None,
+            allow_nonfinite: false,
+        },
+    )
+    .expect_err("the conversion must be refused");
+    format!("{e:#}")
+}
+
 /// Quantizes `src` to `dst` as `ftype` (`Q4_K_M`, …) with `quantgate quantize`; panics on error.
 pub fn quantize_to(src: &Path, dst: &Path, ftype: &str) {
     let out = qg()
