@@ -40,7 +40,7 @@ while IFS=$'\t' read -r dir exe; do
 done <"$bins"
 echo "tests: $(grep -cE '^test .* \.\.\. ok' "$log") passed, $(grep -cE '^test .* \.\.\. FAILED' "$log") failed"
 echo "10 slowest tests (s):"
-sed -nE 's/^test (.*) \.\.\. [a-zA-Z]+ <([0-9.]+)s>$/\2 \1/p' "$log" | sort -rn | head -10
+sed -nE 's/^test (.*) \.\.\. [a-zA-Z]+ <([0-9.]+)s>$/\2 \1/p' "$log" | sort -rn | awk 'NR <= 10'  # awk reads all: head would SIGPIPE sort (exit 141 under pipefail)
 [ "$status" -eq 0 ] || exit "$status"
 # Style last, so a formatting nit never hides test results.
 cargo fmt --all -- --check
