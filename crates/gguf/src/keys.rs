@@ -70,6 +70,9 @@ pub mod llm {
     pub const ROPE_SCALING_YARN_EXT_FACTOR: &str = "{arch}.rope.scaling.yarn_ext_factor";
     /// YaRN attention factor (f32).
     pub const ROPE_SCALING_YARN_ATTN_FACTOR: &str = "{arch}.rope.scaling.yarn_attn_factor";
+    /// LongRoPE's multiplier of cos and sin (phi3; llama.cpp multiplies its yarn attention
+    /// factor by it, `llama-context.cpp`).
+    pub const ROPE_SCALING_ATTN_FACTOR: &str = "{arch}.rope.scaling.attn_factor";
     /// YaRN beta_fast (f32).
     pub const ROPE_SCALING_YARN_BETA_FAST: &str = "{arch}.rope.scaling.yarn_beta_fast";
     /// YaRN beta_slow (f32).

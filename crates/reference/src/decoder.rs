@@ -12,12 +12,18 @@
 
 use std::path::Path;
 
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{DType, Device, Tensor};
 use candle_nn::{linear_b, linear_no_bias, Embedding, Linear, Module, VarBuilder};
 
+mod attention;
+mod phi3;
+
+use crate::longrope::LongRope;
 use crate::moe::{Moe, MoeConfig, Routing};
 use crate::rope::Llama3;
 use crate::{read_json, var_builder, RefError, Result};
+use attention::{attend, SeqTables};
+use phi3::{fused_qkv, phi3_rotation, rotate};
 
 /// The config.json fields the forward needs.
 #[derive(Clone, Debug)]
@@ -40,6 +46,15 @@ pub struct DecoderConfig {
     pub gemma: Option<GemmaConfig>,
     /// qwen3_moe: every layer's FFN is a routed set of experts ([`crate::moe`]).
     pub moe: Option<MoeConfig>,
+    /// phi3: the fused `self_attn.qkv_proj` and `mlp.gate_up_proj` (gate rows first).
+    pub fused: bool,
+    /// Rotated dimensions per head, the first ones (phi3's `partial_rotary_factor`;
+    /// `head_dim` for the others).
+    pub rotary_dim: usize,
+    /// LongRoPE (phi3), `None` for the others.
+    pub longrope: Option<Box<LongRope>>,
+    /// phi3: transformers masks attention to the last `sliding_window` positions.
+    pub window: Option<usize>,
 }
 
 /// What gemma3 adds to a decoder's config.
@@ -109,6 +124,7 @@ impl DecoderConfig {
             "llama" | "mistral" => (false, false),
             "qwen2" => (true, false),
             "qwen3" | "gemma3_text" | "qwen3_moe" => (false, true),
+            "phi3" => (false, false),
             other => return Err(RefError::Unsupported(format!("model_type {other:?}"))),
         };
         let hidden = int("hidden_size")?;
@@ -118,6 +134,7 @@ impl DecoderConfig {
         let head_dim = int("head_dim").unwrap_or(hidden / heads);
         let rope_llama3 = match hp.rope_type.as_str() {
             "default" => None,
+            "longrope" | "su" if model_type == "phi3" => None,
             "llama3" => {
                 let at = match crate::hf_config::field(&v, "rope_parameters") {
                     Some(_) => "rope_parameters",
@@ -137,6 +154,11 @@ impl DecoderConfig {
                 )))
             }
         };
+        let phi3 = model_type == "phi3";
+        let (rotary_dim, window) = match phi3 {
+            true => phi3_rotation(&v, &hp, head_dim)?,
+            false => (head_dim, None),
+        };
         let gemma = (model_type == "gemma3_text")
             .then(|| GemmaConfig::from_json(&v, path, n_layer, head_dim))
             .transpose()?;
@@ -154,6 +176,10 @@ impl DecoderConfig {
             qk_norm,
             gemma,
             moe: crate::moe::config(&v, path)?,
+            fused: phi3,
+            rotary_dim,
+            longrope: LongRope::from_config(&v)?.map(Box::new),
+            window,
         })
     }
 }
@@ -213,21 +239,6 @@ pub struct DecoderOutput {
     pub routing: Vec<Routing>,
 }
 
-/// Per-sequence constants of a forward: RoPE tables and the causal mask, and gemma3's
-/// sliding-window layers' own.
-struct SeqTables {
-    cos: Tensor,
-    sin: Tensor,
-    /// Sliding window (positions seen back from each query), or none.
-    window: Option<usize>,
-    local: Option<Box<SeqTables>>,
-}
-
-/// Query rows per attention block: longer sequences (long-context checks, thousands of
-/// positions) are attended in blocks so the score matrix stays `heads × 1024 × n`; a sequence
-/// of up to this many positions is one block, computed exactly as it always was.
-const ATTN_ROWS: usize = 1024;
-
 impl Layer {
     /// Reads layer `i`'s weights (under `l`) as f32, checking every shape against the config
     /// (the FFN width from `mlp.gate_proj.weight`).
@@ -258,11 +269,19 @@ impl Layer {
             )),
             None => None,
         };
+        let (q, k, v) = match cfg.fused {
+            true => fused_qkv(&a, h, (nh * hd, nkv * hd))?,
+            false => (
+                lin(a.pp("q_proj"), h, nh * hd, cfg.qkv_bias)?,
+                lin(a.pp("k_proj"), h, nkv * hd, cfg.qkv_bias)?,
+                lin(a.pp("v_proj"), h, nkv * hd, cfg.qkv_bias)?,
+            ),
+        };
         Ok(Layer {
             attn_norm: cfg.norm_weight(l.get(h, "input_layernorm.weight")?)?,
-            q: lin(a.pp("q_proj"), h, nh * hd, cfg.qkv_bias)?,
-            k: lin(a.pp("k_proj"), h, nkv * hd, cfg.qkv_bias)?,
-            v: lin(a.pp("v_proj"), h, nkv * hd, cfg.qkv_bias)?,
+            q,
+            k,
+            v,
             o: linear_no_bias(nh * hd, h, a.pp("o_proj"))?,
             q_norm: norm(&a, "q_norm.weight")?,
             k_norm: norm(&a, "k_norm.weight")?,
@@ -310,8 +329,10 @@ impl Layer {
             q = candle_nn::ops::rms_norm(&q, qn, eps)?;
             k = candle_nn::ops::rms_norm(&k, kn, eps)?;
         }
-        let q = candle_nn::rotary_emb::rope(&q.contiguous()?, &t.cos, &t.sin)?;
-        let k = candle_nn::rotary_emb::rope(&k.contiguous()?, &t.cos, &t.sin)?;
+        let (q, k) = (
+            rotate(&q, t, cfg.rotary_dim)?,
+            rotate(&k, t, cfg.rotary_dim)?,
+        );
         // Grouped-query attention: each kv head serves nh/nkv query heads.
         let rep = nh / nkv;
         let expand = |t: Tensor| -> Result<Tensor> {
@@ -360,6 +381,18 @@ impl Ffn {
         if let Some(m) = cfg.moe {
             return Ok(Ffn::Moe(Moe::load(mlp, h, m)?));
         }
+        if cfg.fused {
+            // phi3's `gate_up_proj`: the gate's rows, then the up projection's
+            // (`Phi3MLP`: `gate, up = up_states.chunk(2, dim=-1)`).
+            let w = mlp.get_unchecked_dtype("gate_up_proj.weight", DType::F32)?;
+            let n_ff = w.dim(0)? / 2;
+            let w = mlp.get((2 * n_ff, h), "gate_up_proj.weight")?;
+            return Ok(Ffn::Dense(
+                Linear::new(w.narrow(0, 0, n_ff)?, None),
+                Linear::new(w.narrow(0, n_ff, n_ff)?, None),
+                linear_no_bias(n_ff, h, mlp.pp("down_proj"))?,
+            ));
+        }
         let n_ff = mlp
             .get_unchecked_dtype("gate_proj.weight", DType::F32)?
             .dim(0)?;
@@ -368,89 +401,6 @@ impl Ffn {
             linear_no_bias(h, n_ff, mlp.pp("up_proj"))?,
             linear_no_bias(n_ff, h, mlp.pp("down_proj"))?,
         ))
-    }
-}
-
-/// Causal softmax attention of `q`, `k`, `v` (`[heads, n, hd]` each) → `[heads, n, hd]`, in
-/// blocks of [`ATTN_ROWS`] query rows; block `r0..r1` sees keys `0..r1` (later ones are masked
-/// anyway).
-fn attend(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, t: &SeqTables) -> Result<Tensor> {
-    let n = q.dim(1)?;
-    if n <= ATTN_ROWS {
-        let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&t.mask_rows(0, n)?)?;
-        let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
-        return Ok(probs.matmul(v)?);
-    }
-    let mut blocks = Vec::with_capacity(n.div_ceil(ATTN_ROWS));
-    for r0 in (0..n).step_by(ATTN_ROWS) {
-        let r1 = (r0 + ATTN_ROWS).min(n);
-        let qb = q.narrow(1, r0, r1 - r0)?.contiguous()?;
-        let kb = k.narrow(1, 0, r1)?.contiguous()?;
-        let vb = v.narrow(1, 0, r1)?.contiguous()?;
-        let scores = (qb.matmul(&kb.t()?)? * scale)?.broadcast_add(&t.mask_rows(r0, r1)?)?;
-        let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
-        blocks.push(probs.matmul(&vb)?);
-    }
-    Ok(Tensor::cat(&blocks, 1)?)
-}
-
-/// Plain RoPE's inverse frequencies θ^(−2i/hd), i < hd/2.
-fn plain_inv_freq(hd: usize, theta: f64) -> Vec<f32> {
-    (0..hd / 2)
-        .map(|i| (1.0 / theta.powf(2.0 * i as f64 / hd as f64)) as f32)
-        .collect()
-}
-
-impl SeqTables {
-    /// RoPE tables (angle[p, i] = p · θ^(−2i/hd), i < hd/2: HF's rotate-half layout) and the
-    /// causal mask for positions 0..n; for gemma3 also those of its sliding-window layers.
-    fn new(n: usize, cfg: &DecoderConfig) -> Result<SeqTables> {
-        let inv = match &cfg.rope_llama3 {
-            Some(l) => l.inv_freq(),
-            None => plain_inv_freq(cfg.head_dim, cfg.rope_theta),
-        };
-        let mut t = Self::with(n, &inv, None)?;
-        if let Some(g) = &cfg.gemma {
-            let inv = plain_inv_freq(cfg.head_dim, g.local_rope_theta);
-            let local = Self::with(n, &inv, Some(g.window))?;
-            t.local = Some(Box::new(local));
-        }
-        Ok(t)
-    }
-
-    /// The tables for inverse frequencies `inv` (head_dim/2 values); with `window`, position
-    /// i sees only positions j with i − j < window (transformers' sliding-window causal mask).
-    fn with(n: usize, inv: &[f32], window: Option<usize>) -> Result<SeqTables> {
-        let dev = Device::Cpu;
-        let inv = Tensor::new(inv, &dev)?.reshape((1, inv.len()))?;
-        let pos = Tensor::arange(0u32, n as u32, &dev)?
-            .to_dtype(DType::F32)?
-            .reshape((n, 1))?;
-        let angles = pos.broadcast_mul(&inv)?;
-        Ok(SeqTables {
-            cos: angles.cos()?,
-            sin: angles.sin()?,
-            window,
-            local: None,
-        })
-    }
-
-    /// The causal (and sliding-window) mask of query rows `r0..r1` over keys `0..r1`: 0 where
-    /// the query sees the key, −∞ elsewhere.
-    fn mask_rows(&self, r0: usize, r1: usize) -> Result<Tensor> {
-        let w = self.window.unwrap_or(usize::MAX);
-        let mask: Vec<f32> = (r0..r1)
-            .flat_map(|i| {
-                (0..r1).map(move |j| {
-                    if j > i || i - j >= w {
-                        f32::NEG_INFINITY
-                    } else {
-                        0.0
-                    }
-                })
-            })
-            .collect();
-        Ok(Tensor::from_vec(mask, (r1 - r0, r1), &Device::Cpu)?)
     }
 }
 
@@ -637,7 +587,9 @@ impl Decoder {
 
 #[cfg(test)]
 mod tests {
+    use super::attention::ATTN_ROWS;
     use super::*;
+    use candle_core::D;
     use std::path::PathBuf;
     use std::sync::Mutex;
 

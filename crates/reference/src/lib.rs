@@ -10,6 +10,7 @@
 pub mod bert;
 pub mod decoder;
 pub mod hf_config;
+pub mod longrope;
 pub mod mlx;
 pub mod moe;
 pub mod packed;

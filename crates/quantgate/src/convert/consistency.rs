@@ -32,6 +32,17 @@ fn layer_shapes(
     (ff, n_expert): (u64, Option<u64>),
 ) -> Vec<(&'static str, Vec<u64>)> {
     let (q, kv) = (n_head * hd, n_kv * hd);
+    if a == Arch::Phi3 {
+        // Fused as llama.cpp's phi3 loads them: attn_qkv [h, q + 2·kv], ffn_up [h, 2·ff].
+        return vec![
+            ("attn_qkv.weight", vec![h, q + 2 * kv]),
+            ("attn_output.weight", vec![q, h]),
+            ("ffn_up.weight", vec![h, 2 * ff]),
+            ("ffn_down.weight", vec![ff, h]),
+            ("attn_norm.weight", vec![h]),
+            ("ffn_norm.weight", vec![h]),
+        ];
+    }
     let mut v = vec![
         ("attn_q.weight", vec![h, q]),
         ("attn_k.weight", vec![h, kv]),

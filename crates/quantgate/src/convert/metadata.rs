@@ -78,6 +78,11 @@ pub fn metadata(
                 put(llm::SLIDING_WINDOW, v);
             }
         }
+        Arch::Phi3 => {
+            for (k, v) in phi3_keys(hf)? {
+                put(k, v);
+            }
+        }
         Arch::Llama => {
             if let Some(v) = u32_of("vocab_size") {
                 put(llm::VOCAB_SIZE, v);
@@ -147,6 +152,32 @@ fn hparam_rows(hf: &HfDir, arch: Arch) -> Result<Vec<(&'static str, Option<Value
     ])
 }
 
+/// phi3's own keys (`Phi3MiniModel.set_gguf_parameters` and `generate_extra_tensors`):
+/// the original context, the rotated dimensions, the sliding window (0 when null: llama.cpp
+/// runs phi3 without one either way) and, for LongRoPE, the attention factor.
+///
+/// Errors: RoPE fields that cannot be read ([`crate::source::rope::phi3`]).
+fn phi3_keys(hf: &HfDir) -> Result<Vec<(&'static str, Value)>> {
+    use gguf::keys::llm;
+    let r = crate::source::rope::phi3(&hf.config)?;
+    let window = hf.config_u64("sliding_window").unwrap_or(0);
+    let mut kv = vec![
+        (
+            llm::ROPE_SCALING_ORIG_CTX_LEN,
+            Value::U32(r.original_context as u32),
+        ),
+        (llm::ROPE_DIMENSION_COUNT, Value::U32(r.rope_dims as u32)),
+        (llm::SLIDING_WINDOW, Value::U32(window as u32)),
+    ];
+    if let Some(l) = r.longrope {
+        kv.push((
+            llm::ROPE_SCALING_ATTN_FACTOR,
+            Value::F32(l.attn_factor as f32),
+        ));
+    }
+    Ok(kv)
+}
+
 /// The backstop of every field check: no key is written as an f32 that is not finite (1e300
 /// or 1e39 become inf as f32; llama.cpp would then run a degenerate model).
 ///
@@ -169,6 +200,10 @@ fn finite_f32_keys(hf: &HfDir, kv: &[(String, Value)]) -> Result<()> {
 /// transformers, whose `LlamaConfig` always sets `head_dim` (5.x: `hidden_size //
 /// num_attention_heads`), while `Qwen2Config` has none.
 fn key_length(hf: &HfDir, arch: Arch) -> Option<Value> {
+    // llama.cpp's converter writes none for phi3 (Phi3MiniModel sets its keys itself).
+    if arch == Arch::Phi3 {
+        return None;
+    }
     let hd = hf.config_u64("head_dim").or_else(|| {
         let heads = hf.config_u64("num_attention_heads").filter(|h| *h > 0)?;
         (arch == Arch::Llama).then_some(hf.config_u64("hidden_size")? / heads)

@@ -386,11 +386,11 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         plan(&hf, arch, outtype, mlx_plan.as_ref(), packed_plan.as_ref())?
     };
     let generated = if opts.vocab_only {
-        None
+        Vec::new()
     } else {
-        llama3_rope_freqs(&hf, arch)?
+        rope_freqs::generated(&hf, arch)?
     };
-    let total_params = total_params(&planned, generated.as_ref());
+    let total_params = total_params(&planned, &generated);
     // Fields and tensors first: an error then names the config field, not the GGUF key.
     consistency::check(&hf, arch, &planned)?;
     vocab_fits_embedding(&hf, &vocab, &planned)?;
@@ -409,7 +409,7 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         allow_nonfinite: opts.allow_nonfinite,
     };
     let packed = packed_by_source(packed_plan.as_ref());
-    add_generated(&mut w, generated.as_ref());
+    add_generated(&mut w, &generated);
     add_tensors(&mut w, &hf, &planned, (&affine, &packed), &sink);
     let planned_out: Vec<PlannedTensor> = generated
         .iter()
@@ -466,19 +466,19 @@ fn record_nonfinite(
 /// Parameters of every planned and generated tensor (gguf-py counts both for the size label).
 fn total_params(
     planned: &[(usize, PlannedTensor)],
-    generated: Option<&(PlannedTensor, Vec<f32>)>,
+    generated: &[(PlannedTensor, Vec<f32>)],
 ) -> u64 {
     planned
         .iter()
         .map(|(_, t)| t.ne.iter().product::<u64>())
-        .chain(generated.map(|(p, _)| p.ne[0]))
+        .chain(generated.iter().map(|(p, _)| p.ne[0]))
         .sum()
 }
 
-/// Adds the generated F32 tensor, before the source's, as the peer orders them
+/// Adds the generated F32 tensors, before the source's, as the peer orders them
 /// (`generate_extra_tensors`).
-fn add_generated(w: &mut GgufWriter<'_>, generated: Option<&(PlannedTensor, Vec<f32>)>) {
-    if let Some((p, data)) = generated {
+fn add_generated(w: &mut GgufWriter<'_>, generated: &[(PlannedTensor, Vec<f32>)]) {
+    for (p, data) in generated {
         w.add_tensor(gguf::TensorEntry {
             name: p.gguf_name.clone(),
             ggml_type: GgmlType::F32,
@@ -486,54 +486,6 @@ fn add_generated(w: &mut GgufWriter<'_>, generated: Option<&(PlannedTensor, Vec<
             data: gguf::TensorData::Owned(rope_freqs::bytes(data)),
         });
     }
-}
-
-/// The `rope_freqs.weight` entry and values of a Llama 3 RoPE config ([`rope_freqs`]), `None`
-/// for every other RoPE.
-///
-/// Errors: RoPE fields that cannot be read ([`rope::read`]); llama3 RoPE on another
-/// architecture than llama; no head_dim and no hidden_size / num_attention_heads to derive it
-/// from (naming config.json).
-fn llama3_rope_freqs(hf: &HfDir, arch: Arch) -> Result<Option<(PlannedTensor, Vec<f32>)>> {
-    let r = rope::read(&hf.config)?;
-    let Some(l) = r.llama3 else {
-        return Ok(None);
-    };
-    // llama.cpp loads rope_freqs for llama (and its converter writes it for llama only).
-    if arch != Arch::Llama {
-        bail!(
-            "{}: config.json: rope type llama3 with architecture {}: llama.cpp applies llama3 RoPE scaling to llama only",
-            hf.dir.display(),
-            arch.gguf_name()
-        );
-    }
-    let head_dim = hf
-        .config_u64("head_dim")
-        .or_else(|| {
-            let heads = hf.config_u64("num_attention_heads").filter(|h| *h > 0)?;
-            Some(hf.config_u64("hidden_size")? / heads)
-        })
-        .filter(|d| *d >= 2 && d % 2 == 0)
-        .ok_or_else(|| {
-            anyhow!(
-                "{}: config.json: field head_dim (or hidden_size / num_attention_heads) is missing or odd; rope type llama3 needs it",
-                hf.dir.display()
-            )
-        })?;
-    // transformers' default base, which the converter also uses (`rope_theta` 10000.0).
-    let theta = r.freq_base.unwrap_or(10000.0);
-    let values = rope_freqs::factors(&l, theta, head_dim as usize);
-    let p = PlannedTensor {
-        hf_name: "(generated from rope_scaling llama3)".into(),
-        gguf_name: rope_freqs::NAME.into(),
-        ggml_type: GgmlType::F32.to_string(),
-        ne: vec![values.len() as u64],
-        rule: "generated: llama3 RoPE frequency factors, F32".into(),
-        permute_heads: None,
-        shift: 0.0,
-        experts: Vec::new(),
-    };
-    Ok(Some((p, values)))
 }
 
 /// More tokens than `token_embd.weight` rows: llama.cpp refuses the file and HF would index

@@ -11,10 +11,76 @@
 //! power of the f32 operands, rounded once; `2π / x` as torch's reciprocal times 2π).
 //! Gate 1 checks the result against the reference's own derivation (`reference::rope`).
 
-use crate::source::rope::Llama3Rope;
+use anyhow::{anyhow, bail, Result};
+use gguf::GgmlType;
+
+use super::PlannedTensor;
+use crate::source::arch::Arch;
+use crate::source::hf::HfDir;
+use crate::source::longrope::LongRope;
+use crate::source::rope::{self, Llama3Rope};
 
 /// GGUF name of the tensor (llama.cpp `LLM_TENSOR_ROPE_FREQS`).
 pub const NAME: &str = "rope_freqs.weight";
+
+/// GGUF names of LongRoPE's factor tensors (llama.cpp `LLM_TENSOR_ROPE_FACTORS_LONG`,
+/// `_SHORT`), written long first (`Phi3MiniModel.generate_extra_tensors`).
+pub const LONG: &str = "rope_factors_long.weight";
+/// See [`LONG`].
+pub const SHORT: &str = "rope_factors_short.weight";
+
+/// The tensors a conversion generates instead of copying, in the peer's order:
+/// `rope_freqs.weight` for Llama 3 RoPE, LongRoPE's two factor tensors for phi3.
+///
+/// Errors: RoPE fields that cannot be read; llama3 RoPE on another architecture than llama,
+/// LongRoPE on another than phi3 (llama.cpp applies them there only); see
+/// [`llama3_rope_freqs`].
+pub fn generated(hf: &HfDir, arch: Arch) -> Result<Vec<(PlannedTensor, Vec<f32>)>> {
+    let r = rope::read(&hf.config)?;
+    if r.longrope && arch != Arch::Phi3 {
+        bail!(
+            "{}: config.json: rope type longrope with architecture {}: llama.cpp reads LongRoPE factors for phi3 only",
+            hf.dir.display(),
+            arch.gguf_name()
+        );
+    }
+    if arch == Arch::Phi3 {
+        let Some(l) = rope::phi3(&hf.config)?.longrope else {
+            return Ok(Vec::new());
+        };
+        return Ok(longrope_tensors(&l));
+    }
+    Ok(llama3_rope_freqs(hf, arch)?.into_iter().collect())
+}
+
+/// LongRoPE's `(long, short)` tensors: each list's values as f32
+/// (`torch.tensor(list, dtype=torch.float32)` in the peer).
+fn longrope_tensors(l: &LongRope) -> Vec<(PlannedTensor, Vec<f32>)> {
+    [
+        (LONG, &l.long_factor, "long_factor"),
+        (SHORT, &l.short_factor, "short_factor"),
+    ]
+    .into_iter()
+    .map(|(name, v, field)| {
+        let values: Vec<f32> = v.iter().map(|x| *x as f32).collect();
+        (generated_entry(name, values.len(), field), values)
+    })
+    .collect()
+}
+
+/// The plan entry of a generated F32 tensor of `n` values named `name`, from `field`.
+fn generated_entry(name: &str, n: usize, field: &str) -> PlannedTensor {
+    PlannedTensor {
+        hf_name: format!("(generated from rope {field})"),
+        gguf_name: name.into(),
+        ggml_type: GgmlType::F32.to_string(),
+        ne: vec![n as u64],
+        rule: format!("generated: RoPE {field}, F32"),
+        permute_heads: None,
+        shift: 0.0,
+        experts: Vec::new(),
+    }
+}
 
 /// The head_dim/2 factors for RoPE base `theta` (`rope_theta`) and `head_dim` rotated
 /// dimensions.
@@ -42,6 +108,54 @@ pub fn factors(l: &Llama3Rope, theta: f64, head_dim: usize) -> Vec<f32> {
             }
         })
         .collect()
+}
+
+/// The `rope_freqs.weight` entry and values of a Llama 3 RoPE config ([`rope_freqs`]), `None`
+/// for every other RoPE.
+///
+/// Errors: RoPE fields that cannot be read ([`rope::read`]); llama3 RoPE on another
+/// architecture than llama; no head_dim and no hidden_size / num_attention_heads to derive it
+/// from (naming config.json).
+pub fn llama3_rope_freqs(hf: &HfDir, arch: Arch) -> Result<Option<(PlannedTensor, Vec<f32>)>> {
+    let r = rope::read(&hf.config)?;
+    let Some(l) = r.llama3 else {
+        return Ok(None);
+    };
+    // llama.cpp loads rope_freqs for llama (and its converter writes it for llama only).
+    if arch != Arch::Llama {
+        bail!(
+            "{}: config.json: rope type llama3 with architecture {}: llama.cpp applies llama3 RoPE scaling to llama only",
+            hf.dir.display(),
+            arch.gguf_name()
+        );
+    }
+    let head_dim = hf
+        .config_u64("head_dim")
+        .or_else(|| {
+            let heads = hf.config_u64("num_attention_heads").filter(|h| *h > 0)?;
+            Some(hf.config_u64("hidden_size")? / heads)
+        })
+        .filter(|d| *d >= 2 && d % 2 == 0)
+        .ok_or_else(|| {
+            anyhow!(
+                "{}: config.json: field head_dim (or hidden_size / num_attention_heads) is missing or odd; rope type llama3 needs it",
+                hf.dir.display()
+            )
+        })?;
+    // transformers' default base, which the converter also uses (`rope_theta` 10000.0).
+    let theta = r.freq_base.unwrap_or(10000.0);
+    let values = factors(&l, theta, head_dim as usize);
+    let p = PlannedTensor {
+        hf_name: "(generated from rope_scaling llama3)".into(),
+        gguf_name: NAME.into(),
+        ggml_type: GgmlType::F32.to_string(),
+        ne: vec![values.len() as u64],
+        rule: "generated: llama3 RoPE frequency factors, F32".into(),
+        permute_heads: None,
+        shift: 0.0,
+        experts: Vec::new(),
+    };
+    Ok(Some((p, values)))
 }
 
 /// Little-endian F32 bytes of `x`, as the tensor is stored.

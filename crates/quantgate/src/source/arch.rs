@@ -24,6 +24,9 @@ pub enum Arch {
     /// Qwen3 mixture-of-experts (Qwen3MoeForCausalLM, `model_type` `qwen3_moe`; llama.cpp
     /// `qwen3moe`): Qwen3's attention, every layer's FFN a routed set of experts.
     Qwen3Moe,
+    /// Phi-3 family (Phi3ForCausalLM, `model_type` `phi3`: Phi-3/3.5-mini, Phi-4, Phi-4-mini):
+    /// fused `qkv_proj` and `gate_up_proj`, LongRoPE, partial rotary dimensions.
+    Phi3,
 }
 
 impl Arch {
@@ -36,9 +39,10 @@ impl Arch {
             "llama" => Arch::Llama,
             GEMMA3_MODEL_TYPE => Arch::Gemma3,
             "qwen3_moe" => Arch::Qwen3Moe,
+            "phi3" => Arch::Phi3,
             other => bail!(
                 "config.json model_type {other:?} is not supported (bert, qwen3, qwen2, llama, \
-                 gemma3_text, qwen3_moe)"
+                 gemma3_text, qwen3_moe, phi3)"
             ),
         })
     }
@@ -52,6 +56,7 @@ impl Arch {
             Arch::Llama => "llama",
             Arch::Gemma3 => "gemma3",
             Arch::Qwen3Moe => "qwen3moe",
+            Arch::Phi3 => "phi3",
         }
     }
 
@@ -140,6 +145,18 @@ const GEMMA3_LAYER: &[(&str, &str)] = &[
     ("mlp.down_proj", "ffn_down"),
 ];
 
+/// (HF layer-local suffix, GGUF layer-local name) for phi3 layers: the fused projections
+/// stay fused (llama.cpp `LLM_TENSOR_ATTN_QKV`; `ffn_up` holds gate and up, `2·n_ff` rows,
+/// split by its SwiGLU), as convert_hf_to_gguf.py's `Phi3MiniModel` writes them.
+const PHI3_LAYER: &[(&str, &str)] = &[
+    ("input_layernorm", "attn_norm"),
+    ("self_attn.qkv_proj", "attn_qkv"),
+    ("self_attn.o_proj", "attn_output"),
+    ("post_attention_layernorm", "ffn_norm"),
+    ("mlp.gate_up_proj", "ffn_up"),
+    ("mlp.down_proj", "ffn_down"),
+];
+
 /// (HF non-layer module, GGUF name) for decoders.
 const DECODER_GLOBAL: &[(&str, &str)] = &[
     ("embed_tokens", "token_embd"),
@@ -201,7 +218,7 @@ pub fn map_tensor(arch: Arch, hf_name: &str) -> Result<Option<Mapped>> {
             }
             bail!("tensor {hf_name:?} has no GGUF name in the bert table")
         }
-        Arch::Qwen3 | Arch::Qwen2 | Arch::Llama | Arch::Gemma3 | Arch::Qwen3Moe => {
+        Arch::Qwen3 | Arch::Qwen2 | Arch::Llama | Arch::Gemma3 | Arch::Qwen3Moe | Arch::Phi3 => {
             map_decoder(arch, hf_name)
         }
     }
@@ -225,10 +242,10 @@ fn map_decoder(arch: Arch, hf_name: &str) -> Result<Option<Mapped>> {
     }
     if let Some(rest) = module.strip_prefix("layers.") {
         if let Some((n, local)) = rest.split_once('.') {
-            let table = if arch == Arch::Gemma3 {
-                GEMMA3_LAYER
-            } else {
-                DECODER_LAYER
+            let table = match arch {
+                Arch::Gemma3 => GEMMA3_LAYER,
+                Arch::Phi3 => PHI3_LAYER,
+                _ => DECODER_LAYER,
             };
             let known = table.iter().find(|(h, _)| *h == local);
             if arch == Arch::Qwen3Moe {
@@ -375,6 +392,15 @@ mod tests {
         assert_eq!(Arch::Gemma3.norm_shift("output_norm.weight"), 1.0);
         assert_eq!(Arch::Gemma3.norm_shift("blk.0.attn_q.weight"), 0.0);
         assert_eq!(Arch::Qwen3.norm_shift("blk.0.attn_q_norm.weight"), 0.0);
+        assert_eq!(
+            m(Arch::Phi3, "model.layers.1.self_attn.qkv_proj.weight"),
+            Some(("blk.1.attn_qkv.weight".into(), false))
+        );
+        assert_eq!(
+            m(Arch::Phi3, "model.layers.0.mlp.gate_up_proj.weight"),
+            Some(("blk.0.ffn_up.weight".into(), false))
+        );
+        assert!(map_tensor(Arch::Phi3, "model.layers.0.self_attn.q_proj.weight").is_err());
         assert!(keep_f32("blk.0.attn_q.bias", 1, false));
         assert!(keep_f32("blk.0.attn_norm.weight", 1, false));
         assert!(keep_f32("position_embd.weight", 2, true));

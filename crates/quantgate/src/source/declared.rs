@@ -65,6 +65,11 @@ fn declared_biases(a: Arch) -> &'static [(&'static str, &'static [&'static str])
         Arch::Llama => &[ATTN, MLP],
         Arch::Qwen3 | Arch::Gemma3 => &[ATTN, (MLP.0, MLP.1)],
         Arch::Qwen3Moe => &[ATTN],
+        // Phi-4-mini writes both flags false; a bias tensor is then refused.
+        Arch::Phi3 => &[
+            ("attention_bias", &["attn_qkv.bias", "attn_output.bias"]),
+            ("mlp_bias", &["ffn_up.bias", "ffn_down.bias"]),
+        ],
         Arch::Bert | Arch::Qwen2 => &[],
     }
 }

@@ -132,7 +132,9 @@ fn read(a: Arch) -> &'static [&'static str] {
             // Ties the masked-LM head, which an embedding conversion does not include.
             "tie_word_embeddings",
         ],
-        Arch::Llama | Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 | Arch::Qwen3Moe => DECODER_READ,
+        Arch::Llama | Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 | Arch::Qwen3Moe | Arch::Phi3 => {
+            DECODER_READ
+        }
     }
 }
 
@@ -175,6 +177,11 @@ const MOE_READ: &[&str] = &[
     "router_aux_loss_coef",
     "output_router_logits",
 ];
+
+/// What phi3 reads besides the decoder fields: the LongRoPE context lengths and the rotated
+/// share of each head (`rope.scaling.original_context_length`, `rope.dimension_count`;
+/// `source::longrope`).
+const PHI3_READ: &[&str] = &["original_max_position_embeddings", "partial_rotary_factor"];
 
 /// gemma3's layout as llama.cpp runs it (src/models/gemma3.cpp): sliding-window attention in
 /// every layer but each 6th (`load_swa_pattern(ml, 6)`), queries scaled by 1/√head_dim (every
@@ -271,6 +278,13 @@ fn constrained(a: Arch, key: &str, v: &Value) -> Option<Option<String>> {
             v.as_array().is_some_and(|l| l.is_empty()),
             "llama.cpp's qwen3moe has no dense layers",
         ),
+        // Phi-4-mini's remote-code fields, which transformers' Phi3 does not read; at their
+        // published values only.
+        (Arch::Phi3, "full_attn_mod" | "interpolate_factor") => want(
+            v == 1,
+            "Phi-4-mini's published value; transformers' Phi3 ignores it",
+        ),
+        (Arch::Phi3, "lm_head_bias") => want(v == false, "transformers' Phi3 has no lm_head bias"),
         (Arch::Qwen2 | Arch::Qwen3, "use_mrope") => want(
             v == false,
             "multimodal RoPE is Qwen2-VL's, not a text model's",
@@ -299,7 +313,8 @@ pub fn check(config: &Value, a: Arch) -> Vec<String> {
     ];
     for (prefix, obj) in levels {
         for (k, v) in obj.into_iter().flatten() {
-            let moe = a == Arch::Qwen3Moe && MOE_READ.contains(&k.as_str());
+            let moe = (a == Arch::Qwen3Moe && MOE_READ.contains(&k.as_str()))
+                || (a == Arch::Phi3 && PHI3_READ.contains(&k.as_str()));
             if k == "text_config"
                 || INERT.contains(&k.as_str())
                 || read(a).contains(&k.as_str())
@@ -350,7 +365,23 @@ pub fn config_problems(config: &Value) -> Vec<String> {
     if let Err(e) = super::rope::freq_base_swa(config) {
         problems.push(e.to_string());
     }
+    if a == Arch::Phi3 {
+        problems.extend(super::rope::phi3(config).err().map(|e| e.to_string()));
+        problems.extend(phi3_window(config));
+    }
     problems
+}
+
+/// phi3's `sliding_window` (`phi3.attention.sliding_window`, u32; null writes 0): transformers
+/// masks to it, llama.cpp's phi3 runs without it (`llama_model_phi3::load_arch_hparams`).
+fn phi3_window(config: &Value) -> Option<String> {
+    let sw = config.get("sliding_window").filter(|v| !v.is_null())?;
+    match sw.as_u64() {
+        Some(w) if w <= u32::MAX as u64 => None,
+        _ => Some(format!(
+            "config.json: field sliding_window = {sw}: not an integer from 0 to 2^32 − 1 (phi3.attention.sliding_window, u32)"
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -65,6 +65,25 @@ fn fields(a: Arch) -> (&'static [Field], &'static [Field]) {
                 Positive("rope_theta"),
             ],
         ),
+        Arch::Phi3 => (
+            &[
+                Count("num_hidden_layers"),
+                Count("hidden_size"),
+                Count("num_attention_heads"),
+                Count("intermediate_size"),
+                Positive("rms_norm_eps"),
+                // The converter's find_hparam raises without it (phi3.context_length).
+                Count("max_position_embeddings"),
+            ],
+            &[
+                Count("num_key_value_heads"),
+                Count("vocab_size"),
+                Count("head_dim"),
+                Count("original_max_position_embeddings"),
+                Positive("rope_theta"),
+                Positive("partial_rotary_factor"),
+            ],
+        ),
         Arch::Llama | Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 => (
             &[
                 Count("num_hidden_layers"),

@@ -14,6 +14,7 @@ pub mod fields;
 pub mod generation;
 pub mod hf;
 pub mod hparams;
+pub mod longrope;
 pub mod mlx;
 pub mod permute;
 pub mod rope;

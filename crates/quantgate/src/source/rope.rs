@@ -65,6 +65,8 @@ pub struct Rope {
     pub scaling: Option<RopeScaling>,
     /// Llama 3 scaling (a `rope_freqs.weight` tensor, no keys), if any.
     pub llama3: Option<Llama3Rope>,
+    /// The RoPE dict's `longrope`/`su` type (phi3's, read by [`super::longrope::phi3`]).
+    pub longrope: bool,
 }
 
 /// `key` at the top level or under `text_config`.
@@ -271,6 +273,11 @@ pub fn read(config: &Value) -> Result<Rope> {
             rope.llama3 = Some(llama3(&p, &path)?);
             None
         }
+        // Two factor tensors and attn_factor, for phi3 only (source::longrope).
+        "longrope" | "su" => {
+            rope.longrope = true;
+            None
+        }
         other => {
             return Err(anyhow!(
                 "config.json: field {} is {other:?}: not supported (quantgate converts default, linear, yarn and llama3 RoPE)",
@@ -280,6 +287,23 @@ pub fn read(config: &Value) -> Result<Rope> {
     };
     known_keys(&p, &kind, &path)?;
     Ok(rope)
+}
+
+/// phi3's RoPE settings ([`super::longrope::phi3`]) from `config`.
+///
+/// Errors: as [`super::longrope::phi3`], and a RoPE dict that is not an object.
+pub fn phi3(config: &Value) -> Result<super::longrope::Phi3Rope> {
+    let (p, path) = full_attention_params(config)?;
+    let path = if path.is_empty() {
+        "rope_scaling".to_string()
+    } else {
+        path
+    };
+    let kind = match p.get("rope_type").or_else(|| p.get("type")) {
+        Some(Value::String(s)) => s.clone(),
+        _ => "default".to_string(),
+    };
+    super::longrope::phi3(config, &p, &path, &kind)
 }
 
 /// The llama3 fields of parameter dict `p` (at `path`). transformers requires all four
@@ -347,6 +371,14 @@ fn known_keys(p: &Map<String, Value>, kind: &str, path: &str) -> Result<()> {
             "low_freq_factor",
             "high_freq_factor",
             "original_max_position_embeddings",
+        ],
+        "longrope" | "su" => &[
+            "long_factor",
+            "short_factor",
+            "factor",
+            "attention_factor",
+            "original_max_position_embeddings",
+            "partial_rotary_factor",
         ],
         "yarn" => &[
             "factor",
@@ -433,10 +465,10 @@ mod tests {
             "{e}"
         );
         let e =
-            read(&json!({"rope_scaling": {"rope_type": "longrope", "factor": 8.0}})).unwrap_err();
+            read(&json!({"rope_scaling": {"rope_type": "dynamic", "factor": 8.0}})).unwrap_err();
         assert!(
             e.to_string()
-                .contains("rope_scaling.rope_type is \"longrope\""),
+                .contains("rope_scaling.rope_type is \"dynamic\""),
             "{e}"
         );
         let e = read(&json!({"rope_theta": "1e6"})).unwrap_err();

@@ -196,6 +196,9 @@ fn gate2_logits(
     gated: &[String],
     f: &mut Findings,
 ) -> Result<Logits> {
+    if let Some(n) = longrope_note(&s.hf.config)? {
+        f.notes.push(n);
+    }
     let source_ref = reference::decoder::Decoder::load(&opts.hf_dir)?;
     let direct = logits::check(&model, &source_ref, &s.tok.tokenizer, gated, opts.threads)?;
     let long = |m: &llama_runtime::Model, r: &reference::decoder::Decoder| {
@@ -253,6 +256,25 @@ fn gate2_logits(
         ppl,
         long,
     })
+}
+
+/// LongRoPE's limitation, for the card: llama.cpp picks the long or short factors by the
+/// context it is created with (`n_ctx > original_max_position_embeddings`:
+/// `llama_model::get_rope_factors`), transformers by the sequence's length. Gate 2 judges
+/// sequences below the original length, with contexts below it, where both use the short
+/// factors; `None` without LongRoPE.
+///
+/// Errors: RoPE fields the reference cannot read.
+fn longrope_note(config: &serde_json::Value) -> Result<Option<String>> {
+    let Some(l) = reference::longrope::LongRope::from_config(config)? else {
+        return Ok(None);
+    };
+    Ok(Some(format!(
+        "LongRoPE: judged below the original context ({} tokens), where llama.cpp and transformers both rotate with the short factors; \
+         llama.cpp switches to the long factors when its context (n_ctx) exceeds {0}, transformers when a sequence does: with n_ctx above {0}, \
+         sequences shorter than {0} tokens are rotated differently than in transformers (a limitation for the model card, not checked here)",
+        l.original_context
+    )))
 }
 
 /// What [`gate2_logits`] measured.

@@ -100,6 +100,11 @@ pub enum Divergence {
     SpacingMarks,
     /// tokenizer.json normalizes Unicode (NFC …); llama.cpp does not.
     UnicodeNormalization,
+    /// An added special token marked `lstrip`/`rstrip` in tokenizer.json, next to whitespace
+    /// on that side: HF drops the whitespace; GGUF has no field for it, and llama.cpp strips only
+    /// for the tokens it names itself (`llama_vocab::impl::load`: all special tokens of a model
+    /// named phi-3, BERT-style `<mask>`/`[MASK]`).
+    StrippedSpecial,
 }
 
 impl Divergence {
@@ -110,6 +115,7 @@ impl Divergence {
             Divergence::HangulJamo => "Hangul: llama.cpp's WordPiece normalization drops the jamo HF keeps after NFD",
             Divergence::SpacingMarks => "spacing combining marks (Mc): llama.cpp strips them as accents, HF keeps them",
             Divergence::UnicodeNormalization => "tokenizer.json applies Unicode normalization, llama.cpp does not",
+            Divergence::StrippedSpecial => "a special token marked lstrip/rstrip in tokenizer.json next to whitespace: HF drops the whitespace, llama.cpp (no GGUF field for it) keeps it",
         }
     }
 }
@@ -244,6 +250,33 @@ fn bert_strips_accents(tj: &serde_json::Value) -> bool {
         }
 }
 
+/// Whether `text` holds an added special token of `tj` marked `lstrip` with whitespace right
+/// before it, or `rstrip` with whitespace right after it (what HF's added-token matching
+/// removes).
+fn strips_next_to_whitespace(tj: &serde_json::Value, text: &str) -> bool {
+    let Some(added) = tj["added_tokens"].as_array() else {
+        return false;
+    };
+    added.iter().any(|t| {
+        let (Some(s), true) = (t["content"].as_str(), t["special"] == true) else {
+            return false;
+        };
+        let (l, r) = (t["lstrip"] == true, t["rstrip"] == true);
+        !s.is_empty()
+            && text.match_indices(s).any(|(i, _)| {
+                let before = text[..i]
+                    .chars()
+                    .next_back()
+                    .is_some_and(char::is_whitespace);
+                let after = text[i + s.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(char::is_whitespace);
+                (l && before) || (r && after)
+            })
+    })
+}
+
 /// Why `text` cannot match for a reason outside the conversion, if it cannot: llama.cpp's
 /// WordPiece accent stripping removes more than HF's (HF drops only non-spacing marks after NFD;
 /// llama.cpp also drops spacing vowel signs such as Devanagari ि and the Hangul jamo that NFD
@@ -253,6 +286,9 @@ fn bert_strips_accents(tj: &serde_json::Value) -> bool {
 /// list (`</s>`, `<|im_end|>`, `<eos>` …, `src/llama-vocab.cpp`) to CONTROL even when the model
 /// says they are ordinary vocabulary, so with parse_special it splits such text out as one token
 /// where HF tokenizes it as text.
+///
+/// Also: a special token tokenizer.json marks `lstrip`/`rstrip`, next to whitespace
+/// ([`Divergence::StrippedSpecial`]).
 pub fn known_divergence(tj: &serde_json::Value, text: &str) -> Option<Divergence> {
     use unicode_categories::UnicodeCategories;
     let added_special = |s: &str| {
@@ -267,6 +303,9 @@ pub fn known_divergence(tj: &serde_json::Value, text: &str) -> Option<Divergence
         .any(|s| text.contains(s) && in_vocab(s) && !added_special(s))
     {
         return Some(Divergence::ForcedControl);
+    }
+    if strips_next_to_whitespace(tj, text) {
+        return Some(Divergence::StrippedSpecial);
     }
     if !bert_strips_accents(tj) {
         return None;
@@ -370,4 +409,28 @@ pub fn check(
         matching_modes,
         limitations,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn lstrip_rstrip_special_tokens_next_to_whitespace_are_a_known_divergence() {
+        // Phi-4's tokenizer.json marks its added special tokens lstrip and rstrip.
+        let tj = json!({"added_tokens": [
+            {"content": "<|endoftext|>", "special": true, "lstrip": true, "rstrip": true},
+            {"content": "<|plain|>", "special": true, "lstrip": false, "rstrip": false}
+        ], "model": {"vocab": {}}});
+        let d = |t: &str| known_divergence(&tj, t);
+        assert_eq!(
+            d("<|endoftext|> inside text"),
+            Some(Divergence::StrippedSpecial)
+        );
+        assert_eq!(d("text <|endoftext|>"), Some(Divergence::StrippedSpecial));
+        assert_eq!(d("a<|endoftext|>b"), None);
+        assert_eq!(d("<|plain|> inside text"), None);
+        assert_eq!(d("no special token"), None);
+    }
 }

@@ -17,6 +17,7 @@ mod llama3;
 mod mlx_convert;
 mod packed_convert;
 mod peer_tensors;
+mod phi3;
 mod ppl_parity;
 mod protocol_check;
 mod protocol_runs;

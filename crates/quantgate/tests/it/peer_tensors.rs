@@ -91,6 +91,15 @@ fn qwen3moe_f16_tensors_and_order_equal_convert_hf_to_gguf() {
     same_order_as_peer(name);
 }
 
+#[test]
+fn phi3_longrope_f16_tensors_and_order_equal_convert_hf_to_gguf() {
+    // rope_factors_long/short (generated from the LongRoPE lists) first; qkv_proj and
+    // gate_up_proj fused as attn_qkv and ffn_up.
+    let name = "Phi-4-mini-2L-seeded";
+    same_tensors_as_peer(name, 16);
+    same_order_as_peer(name);
+}
+
 /// Our F16 conversion of `name` writes its tensors in the peer's order.
 fn same_order_as_peer(name: &str) {
     let tmp = tempfile::tempdir().unwrap();

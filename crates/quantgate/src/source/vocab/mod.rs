@@ -35,5 +35,15 @@ pub fn build(
     if config["model_type"].as_str() == Some(super::arch::GEMMA3_MODEL_TYPE) {
         return sentencepiece::build(dir, tj, tc, config);
     }
+    // llama.cpp's converter reads a phi3 vocabulary from tokenizer.json only for
+    // GPT2Tokenizer (Phi-4, Phi-4-mini); otherwise from tokenizer.model as SentencePiece
+    // (`Phi3MiniModel.set_vocab`), which quantgate does not build for phi3 yet.
+    if config["model_type"].as_str() == Some("phi3") && tc["tokenizer_class"] != "GPT2Tokenizer" {
+        anyhow::bail!(
+            "{}: tokenizer_config.json: field tokenizer_class = {}: a phi3 model with a SentencePiece vocabulary (Phi-3/3.5-mini) is not supported yet; GPT2Tokenizer (Phi-4, Phi-4-mini) is",
+            dir.display(),
+            tc["tokenizer_class"]
+        );
+    }
     bpe::build(dir, tj, tc, config, tok)
 }

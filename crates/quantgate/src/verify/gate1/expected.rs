@@ -34,6 +34,10 @@ pub fn hparams(config: &Json, a: Arch) -> Result<Vec<(String, Value)>> {
         (llm::VALUE_LENGTH, "head_dim"),
     ];
     for (key, name) in ints {
+        // llama.cpp's converter writes no key_length for phi3.
+        if a == Arch::Phi3 && name == "head_dim" {
+            continue;
+        }
         if let Some(n) = field(config, name).and_then(Json::as_u64) {
             put(key, Value::U32(n as u32));
         }
@@ -85,6 +89,51 @@ pub fn hparams(config: &Json, a: Arch) -> Result<Vec<(String, Value)>> {
                 put(key, Value::U32(n as u32));
             }
         }
+    }
+    if a == Arch::Phi3 {
+        out.extend(
+            phi3(config)?
+                .into_iter()
+                .map(|(k, v)| (arch_key(k, arch), v)),
+        );
+    }
+    Ok(out)
+}
+
+/// phi3's own keys from config.json (`conversion/phi.py`): `rope.dimension_count =
+/// int(partial_rotary_factor · hidden) // heads`, the original context, the sliding window (0
+/// when null) and, for LongRoPE, transformers' attention factor (`reference::longrope`, which
+/// convert refuses to differ from the converter's).
+///
+/// Errors: LongRoPE fields the reference cannot read.
+fn phi3(config: &Json) -> Result<Vec<(&'static str, Value)>> {
+    let int = |k: &str| field(config, k).and_then(Json::as_u64);
+    let mut out = Vec::new();
+    let rope = reference::longrope::LongRope::from_config(config)?;
+    let params = reference::hf_config::Hparams::from_config(config)?.rope_params;
+    let num = |k: &str| {
+        params
+            .get(k)
+            .or_else(|| field(config, k))
+            .and_then(Json::as_f64)
+    };
+    if let (Some(h), Some(n)) = (
+        int("hidden_size"),
+        int("num_attention_heads").filter(|n| *n > 0),
+    ) {
+        let dims = (num("partial_rotary_factor").unwrap_or(1.0) * h as f64) as u64 / n;
+        out.push((llm::ROPE_DIMENSION_COUNT, Value::U32(dims as u32)));
+    }
+    if let Some(o) = num("original_max_position_embeddings") {
+        out.push((llm::ROPE_SCALING_ORIG_CTX_LEN, Value::U32(o as u32)));
+    }
+    let window = int("sliding_window").unwrap_or(0);
+    out.push((llm::SLIDING_WINDOW, Value::U32(window as u32)));
+    if let Some(l) = rope {
+        out.push((
+            llm::ROPE_SCALING_ATTN_FACTOR,
+            Value::F32(l.attention_factor as f32),
+        ));
     }
     Ok(out)
 }
