@@ -84,6 +84,26 @@ fn qwen3moe_f16_and_q4_k_m_verify_go_with_stacked_experts() {
     let r = common::verify_with(&hf, &q4, None);
     assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
     assert_eq!(r.gate1.bit_identical, 27);
+    // llama-quantize's Q4_K_M plan on the stacks (quantize's own check re-made each of them
+    // byte for byte): Q4_K, but ffn_down_exps of the last layer Q6_K (its use_more_bits rule
+    // for the last eighth of the layers), the router kept F32.
+    let g = gguf::Gguf::open(&q4).unwrap();
+    let ty = |n: &str| g.header.tensor(n).unwrap().ggml_type.to_string();
+    let plan: Vec<String> = [
+        "blk.0.ffn_down_exps.weight",
+        "blk.1.ffn_down_exps.weight",
+        "blk.1.ffn_gate_exps.weight",
+        "blk.1.ffn_up_exps.weight",
+        "blk.1.ffn_gate_inp.weight",
+    ]
+    .iter()
+    .map(|n| ty(n))
+    .collect();
+    assert_eq!(plan, ["Q4_K", "Q6_K", "Q4_K", "Q4_K", "F32"]);
+    // inspect --check-dequant on the 3-D stacks: our dequantizer against ggml's to_float.
+    let c = quantgate::check_dequant::check_dequant(&g, |_, _| {});
+    assert_eq!((c.tensors, c.identical), (27, 27), "{:?}", c.first_difference);
+    assert!(c.passed());
 }
 
 /// The verdict of `gguf` against `hf` and its blockers as (code, subject).
