@@ -25,6 +25,15 @@
 //! | Llama-3.2-1B-Instruct-2L-seeded | 136573.7784 ± 2005.73834 | 137168.9083 ± 2040.21222 |
 //! | Qwen3-30B-A3B-2L-seeded | 171324.9293 ± 2143.85951 | 170431.7292 ± 2157.11377 |
 //!
+//! The seeded Phi-4-mini (phi3, LongRoPE: 512-token chunks, below the original 4096, so both
+//! rotate with the short factors), recorded 2026-12-03 on an AVX-512 host (Intel Xeon, zen4
+//! variant; the peer's native build with `-mno-amx-*`) with the same peer build, equal in every
+//! digit:
+//!
+//! | fixture | F16 | Q4_K_M |
+//! |---|---|---|
+//! | Phi-4-mini-2L-seeded | 138466.6811 ± 3366.04961 | 137633.5334 ± 3363.09774 |
+//!
 //! (Random weights: PPL near the vocabulary size.)
 //!
 //! gemma-3-270m (scripts/build-gemma3-fixture.sh), recorded 2026-12-02 on an AVX2-only host
@@ -181,6 +190,25 @@ fn qwen3moe_eval_ppl_equals_llama_perplexity() {
                 "Q4_K_M",
                 "Final estimate: PPL = 170431.7292 +/- 2157.11377",
                 "Final estimate: PPL = 170423.7668 +/- 2155.81063",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn phi3_longrope_eval_ppl_equals_llama_perplexity() {
+    parity(
+        "Phi-4-mini-2L-seeded",
+        [
+            (
+                "F16",
+                "Final estimate: PPL = 138466.6811 +/- 3366.04961",
+                "Final estimate: PPL = 138465.5978 +/- 3365.93463",
+            ),
+            (
+                "Q4_K_M",
+                "Final estimate: PPL = 137633.5334 +/- 3363.09774",
+                "Final estimate: PPL = 137617.7305 +/- 3365.19604",
             ),
         ],
     );
