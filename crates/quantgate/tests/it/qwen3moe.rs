@@ -129,7 +129,7 @@ fn blockers(hf: &Path, gguf: &Path) -> Vec<(BlockerCode, String, String)> {
 }
 
 #[test]
-fn a_swapped_expert_expert_used_count_off_by_one_and_a_head_dim_key_length_are_no_go() {
+fn a_swapped_expert_and_expert_used_count_off_by_one_are_no_go() {
     let hf = qwen3moe();
     let dir = tempfile::tempdir().unwrap();
     let f16 = dir.path().join("f16.gguf");
@@ -161,41 +161,6 @@ fn a_swapped_expert_expert_used_count_off_by_one_and_a_head_dim_key_length_are_n
         bits.iter()
             .all(|b| b.2.contains("expert 3 (model.layers.0.mlp.experts.3.")),
         "{bits:?}"
-    );
-
-    // head_dim 128 ≠ hidden / heads (512 / 32 = 16): key_length and value_length come from
-    // head_dim, and a file with the quotient instead is NO-GO naming the key.
-    let g = gguf::Gguf::open(&f16).unwrap();
-    for k in [
-        "qwen3moe.attention.key_length",
-        "qwen3moe.attention.value_length",
-    ] {
-        let v = g
-            .header
-            .metadata
-            .iter()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| v.clone());
-        assert_eq!(v, Some(gguf::Value::U32(128)), "{k}");
-    }
-    let quotient = dir.path().join("key-length-16.gguf");
-    common::tamper_gguf(
-        &f16,
-        &quotient,
-        |k, v| {
-            if k == "qwen3moe.attention.key_length" {
-                *v = gguf::Value::U32(16);
-            }
-        },
-        |_, _| {},
-        None,
-    );
-    let b = blockers(&hf, &quotient);
-    assert!(
-        b.iter().any(
-            |b| b.0 == BlockerCode::MetadataMismatch && b.1 == "qwen3moe.attention.key_length"
-        ),
-        "{b:?}"
     );
 
     for used in [7u32, 9] {
@@ -276,4 +241,46 @@ fn configs_llama_cpp_would_route_differently_are_refused_naming_the_field() {
     });
     let e = common::convert_err(&bad);
     assert!(e.contains("field norm_topk_prob is missing"), "{e:#}");
+}
+
+#[test]
+fn key_length_comes_from_head_dim_and_the_quotient_is_no_go() {
+    let hf = qwen3moe();
+    let dir = tempfile::tempdir().unwrap();
+    let f16 = dir.path().join("f16.gguf");
+    common::convert_to(&hf, &f16, OutType::F16, false);
+    // head_dim 128 ≠ hidden / heads (512 / 32 = 16): key_length and value_length come from
+    // head_dim, and a file with the quotient instead is NO-GO naming the key.
+    let g = gguf::Gguf::open(&f16).unwrap();
+    for k in [
+        "qwen3moe.attention.key_length",
+        "qwen3moe.attention.value_length",
+    ] {
+        let v = g
+            .header
+            .metadata
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone());
+        assert_eq!(v, Some(gguf::Value::U32(128)), "{k}");
+    }
+    let quotient = dir.path().join("key-length-16.gguf");
+    common::tamper_gguf(
+        &f16,
+        &quotient,
+        |k, v| {
+            if k == "qwen3moe.attention.key_length" {
+                *v = gguf::Value::U32(16);
+            }
+        },
+        |_, _| {},
+        None,
+    );
+    let b = blockers(&hf, &quotient);
+    assert!(
+        b.iter().any(
+            |b| b.0 == BlockerCode::MetadataMismatch && b.1 == "qwen3moe.attention.key_length"
+        ),
+        "{b:?}"
+    );
 }
