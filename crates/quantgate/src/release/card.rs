@@ -217,6 +217,15 @@ fn not_verified(s: &mut String, r: &ReleaseReport) {
     for i in items {
         let _ = writeln!(s, "- {i}");
     }
+    // phi3's LongRoPE: llama.cpp's context-size switch between its factor sets.
+    if let Some(n) = r
+        .files
+        .iter()
+        .flat_map(|f| &f.verify.notes)
+        .find(|n| n.starts_with(crate::verify::long_context::LONGROPE_NOTE))
+    {
+        let _ = writeln!(s, "- {n}");
+    }
     if r.files
         .iter()
         .any(|f| f.verify.quality.as_ref().is_some_and(|q| q.ppl.is_none()))

@@ -270,10 +270,11 @@ fn longrope_note(config: &serde_json::Value) -> Result<Option<String>> {
         return Ok(None);
     };
     Ok(Some(format!(
-        "LongRoPE: judged below the original context ({} tokens), where llama.cpp and transformers both rotate with the short factors; \
-         llama.cpp switches to the long factors when its context (n_ctx) exceeds {0}, transformers when a sequence does: with n_ctx above {0}, \
-         sequences shorter than {0} tokens are rotated differently than in transformers (a limitation for the model card, not checked here)",
-        l.original_context
+        "{note} judged below the original context ({orig} tokens), where llama.cpp and transformers both rotate with the short factors; \
+         llama.cpp switches to the long factors when its context (n_ctx) exceeds {orig}, transformers when a sequence does: with n_ctx above {orig}, \
+         sequences shorter than {orig} tokens are rotated differently than in transformers (a limitation for the model card, not checked here)",
+        note = long_context::LONGROPE_NOTE,
+        orig = l.original_context
     )))
 }
 

@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 use super::{corpus, logits};
 use crate::threads::Threads;
 
+/// How the note on LongRoPE's long/short switch begins (`verify` notes; the model card lists
+/// it under what was not verified).
+pub const LONGROPE_NOTE: &str = "LongRoPE:";
+
 /// Positions scored past the wavelength.
 pub const SCORED: usize = 256;
 

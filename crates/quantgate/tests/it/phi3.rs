@@ -282,3 +282,38 @@ fn configs_the_peer_would_run_differently_are_refused_naming_the_field() {
         "{e}"
     );
 }
+
+#[test]
+fn the_model_card_names_the_long_short_switch_and_the_stripped_special_tokens() {
+    let hf = phi3();
+    let dir = tempfile::tempdir().unwrap();
+    let f16 = dir.path().join("f16.gguf");
+    common::convert_to(&hf, &f16, OutType::F16, false);
+    let rel = dir.path().join("release");
+    let out = common::qg()
+        .args(["release", "--hf"])
+        .arg(&hf)
+        .arg("--gguf")
+        .arg(&f16)
+        .arg("-o")
+        .arg(&rel)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let card = std::fs::read_to_string(rel.join("README.md")).unwrap();
+    let not_verified = &card[card.find("## What was not verified").unwrap()..];
+    assert!(
+        not_verified.contains("- LongRoPE: judged below the original context (4096 tokens)"),
+        "{not_verified}"
+    );
+    let limits = &card[card.find("## Tokenizer limitations").unwrap()..];
+    assert!(
+        limits.contains("lstrip/rstrip")
+            && limits.contains("\"<|endoftext|> inside text\" gives different ids"),
+        "{limits}"
+    );
+}
