@@ -17,6 +17,12 @@ done
 # cargo test does) with libtest's --report-time, which prints each test's wall time. The flag is
 # unstable: RUSTC_BOOTSTRAP=1 is set for the test processes only, never for cargo, so nothing
 # is compiled differently (set for cargo it would rebuild crates whose build scripts probe it).
+# The target folder is shared by every checkout on this machine (keyed by Cargo.lock), and cargo's
+# fingerprints of the workspace crates name the source paths of whichever checkout built last: a
+# second checkout could be taken as fresh and its tests run the other's binaries. Touching this
+# checkout's sources makes cargo rebuild the workspace crates from them (the dependencies and
+# llama.cpp stay cached; build scripts are left alone).
+find crates/*/src crates/*/tests -name '*.rs' -exec touch {} +
 log="$(mktemp)"
 bins="$(mktemp)"
 trap 'rm -f "$log" "$bins"' EXIT
