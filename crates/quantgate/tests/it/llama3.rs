@@ -166,26 +166,8 @@ fn a_wrong_factor_a_missing_rope_freqs_and_another_scaling_are_no_go() {
     assert!(b.detail.starts_with("element 16 is "), "{}", b.detail);
 
     // The tensor dropped, as a converter that ignores rope_scaling would write the file.
-    let g = gguf::Gguf::open(&f16).unwrap();
-    let mut w = gguf::GgufWriter::new();
-    for (k, v) in &g.header.metadata {
-        w.add_kv(k.clone(), v.clone());
-    }
-    for t in g
-        .header
-        .tensors
-        .iter()
-        .filter(|t| t.name != "rope_freqs.weight")
-    {
-        w.add_tensor(gguf::TensorEntry {
-            name: t.name.clone(),
-            ggml_type: t.ggml_type,
-            dims: t.dims.clone(),
-            data: gguf::TensorData::Owned(g.tensor_data(t).to_vec()),
-        });
-    }
     let missing = dir.path().join("missing.gguf");
-    w.write_to_path(&missing).unwrap();
+    common::without_tensor(&f16, &missing, "rope_freqs.weight");
     let b = blocker(&missing, &hf, BlockerCode::TensorMissing);
     assert_eq!(b.subject, "rope_freqs.weight");
 

@@ -8,7 +8,7 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use quantgate::convert::OutType;
 use quantgate::verify::{BlockerCode, Verdict};
@@ -125,23 +125,6 @@ fn phi3_longrope_f16_and_q4_k_m_verify_go_with_the_peers_factor_tensors() {
     assert_eq!(r.gate1.bit_identical, 16);
 }
 
-/// The verdict of `gguf` against `hf` and its blockers as (code, subject, detail).
-fn blockers(hf: &Path, gguf: &Path) -> Vec<(BlockerCode, String, String)> {
-    let r = common::verify_with(hf, gguf, None);
-    assert_eq!(r.verdict, Verdict::NoGo);
-    eprintln!(
-        "{}: logits {:?}",
-        gguf.display(),
-        r.gate2_logits
-            .as_ref()
-            .map(|l| (l.min_cosine, l.top1_agreement, l.mean_kld))
-    );
-    r.blockers
-        .into_iter()
-        .map(|b| (b.code, b.subject, b.detail))
-        .collect()
-}
-
 #[test]
 fn a_wrong_factor_a_wrong_attn_factor_and_a_missing_factor_tensor_are_no_go() {
     let hf = phi3();
@@ -162,7 +145,7 @@ fn a_wrong_factor_a_wrong_attn_factor_and_a_missing_factor_tensor_are_no_go() {
         },
         None,
     );
-    let b = blockers(&hf, &wrong);
+    let b = common::no_go_blockers(&hf, &wrong);
     assert!(
         b.iter().any(|b| b.0 == BlockerCode::TensorBits
             && b.1 == "rope_factors_short.weight"
@@ -183,34 +166,16 @@ fn a_wrong_factor_a_wrong_attn_factor_and_a_missing_factor_tensor_are_no_go() {
         |_, _| {},
         None,
     );
-    let b = blockers(&hf, &attn);
+    let b = common::no_go_blockers(&hf, &attn);
     assert!(
         b.iter().any(|b| b.0 == BlockerCode::MetadataMismatch
             && b.1 == "phi3.rope.scaling.attn_factor"),
         "{b:?}"
     );
 
-    let g = gguf::Gguf::open(&f16).unwrap();
-    let mut w = gguf::GgufWriter::new();
-    for (k, v) in &g.header.metadata {
-        w.add_kv(k.clone(), v.clone());
-    }
-    for t in g
-        .header
-        .tensors
-        .iter()
-        .filter(|t| t.name != "rope_factors_long.weight")
-    {
-        w.add_tensor(gguf::TensorEntry {
-            name: t.name.clone(),
-            ggml_type: t.ggml_type,
-            dims: t.dims.clone(),
-            data: gguf::TensorData::Owned(g.tensor_data(t).to_vec()),
-        });
-    }
     let missing = dir.path().join("missing.gguf");
-    w.write_to_path(&missing).unwrap();
-    let b = blockers(&hf, &missing);
+    common::without_tensor(&f16, &missing, "rope_factors_long.weight");
+    let b = common::no_go_blockers(&hf, &missing);
     assert!(
         b.iter()
             .any(|b| b.0 == BlockerCode::TensorMissing && b.1 == "rope_factors_long.weight"),

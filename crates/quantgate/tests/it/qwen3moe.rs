@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use quantgate::convert::OutType;
 use quantgate::verify::{BlockerCode, Verdict};
@@ -111,23 +111,6 @@ fn qwen3moe_f16_and_q4_k_m_verify_go_with_stacked_experts() {
     assert!(c.passed());
 }
 
-/// The verdict of `gguf` against `hf` and its blockers as (code, subject).
-fn blockers(hf: &Path, gguf: &Path) -> Vec<(BlockerCode, String, String)> {
-    let r = common::verify_with(hf, gguf, None);
-    assert_eq!(r.verdict, Verdict::NoGo);
-    eprintln!(
-        "{}: logits {:?}",
-        gguf.display(),
-        r.gate2_logits
-            .as_ref()
-            .map(|l| (l.min_cosine, l.top1_agreement, l.mean_kld))
-    );
-    r.blockers
-        .into_iter()
-        .map(|b| (b.code, b.subject, b.detail))
-        .collect()
-}
-
 #[test]
 fn a_swapped_expert_and_expert_used_count_off_by_one_are_no_go() {
     let hf = qwen3moe();
@@ -151,7 +134,7 @@ fn a_swapped_expert_and_expert_used_count_off_by_one_are_no_go() {
         },
         None,
     );
-    let b = blockers(&hf, &swapped);
+    let b = common::no_go_blockers(&hf, &swapped);
     let bits: Vec<_> = b
         .iter()
         .filter(|b| b.0 == BlockerCode::TensorBits)
@@ -176,7 +159,7 @@ fn a_swapped_expert_and_expert_used_count_off_by_one_are_no_go() {
             |_, _| {},
             None,
         );
-        let b = blockers(&hf, &off);
+        let b = common::no_go_blockers(&hf, &off);
         assert!(
             b.iter().any(
                 |b| b.0 == BlockerCode::MetadataMismatch && b.1 == "qwen3moe.expert_used_count"
@@ -276,7 +259,7 @@ fn key_length_comes_from_head_dim_and_the_quotient_is_no_go() {
         |_, _| {},
         None,
     );
-    let b = blockers(&hf, &quotient);
+    let b = common::no_go_blockers(&hf, &quotient);
     assert!(
         b.iter().any(
             |b| b.0 == BlockerCode::MetadataMismatch && b.1 == "qwen3moe.attention.key_length"

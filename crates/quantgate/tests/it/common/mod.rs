@@ -268,6 +268,47 @@ pub fn tamper_gguf(
     w.write_to_path(dst).unwrap();
 }
 
+/// The GGUF `src` as `dst` without tensor `name` (as a converter that never writes it would).
+pub fn without_tensor(src: &Path, dst: &Path, name: &str) {
+    let g = gguf::Gguf::open(src).unwrap();
+    assert!(
+        g.header.tensor(name).is_some(),
+        "{name} is not in {}",
+        src.display()
+    );
+    let mut w = gguf::GgufWriter::new();
+    for (k, v) in &g.header.metadata {
+        w.add_kv(k.clone(), v.clone());
+    }
+    for t in g.header.tensors.iter().filter(|t| t.name != name) {
+        w.add_tensor(gguf::TensorEntry {
+            name: t.name.clone(),
+            ggml_type: t.ggml_type,
+            dims: t.dims.clone(),
+            data: gguf::TensorData::Owned(g.tensor_data(t).to_vec()),
+        });
+    }
+    w.write_to_path(dst).unwrap();
+}
+
+/// Verifies `gguf` against `hf`, requires NO-GO, and returns the blockers as (code, subject,
+/// detail); the logits figures go to stderr.
+pub fn no_go_blockers(hf: &Path, gguf: &Path) -> Vec<(verify::BlockerCode, String, String)> {
+    let r = verify_with(hf, gguf, None);
+    assert_eq!(r.verdict, verify::Verdict::NoGo);
+    eprintln!(
+        "{}: logits {:?}",
+        gguf.display(),
+        r.gate2_logits
+            .as_ref()
+            .map(|l| (l.min_cosine, l.top1_agreement, l.mean_kld))
+    );
+    r.blockers
+        .into_iter()
+        .map(|b| (b.code, b.subject, b.detail))
+        .collect()
+}
+
 /// The GGUF `src` as `dst` with metadata `kv` added (or replaced) and the keys in `remove`
 /// dropped.
 pub fn with_keys(src: &Path, dst: &Path, kv: &[(&str, gguf::Value)], remove: &[&str]) {
