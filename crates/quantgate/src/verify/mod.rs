@@ -26,6 +26,7 @@ pub mod resources;
 pub mod routing;
 mod sources;
 pub mod stored;
+pub mod stress;
 mod thresholds;
 pub mod tokenizer;
 pub mod vectors;

@@ -28,6 +28,7 @@ mod ref_ppl;
 mod release;
 mod seed_a;
 mod setup_detection;
+mod tokenizer_stress;
 mod trust;
 mod trust2;
 mod verify_causal;

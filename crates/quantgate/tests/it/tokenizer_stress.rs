@@ -1,0 +1,140 @@
+//! Gate 2 tokenizer stress (issue 29, in progress): the generated classes of
+//! `verify::stress` on every supported tokenizer kind, llama.cpp against HF, with the counts
+//! printed per class. The recorded counts are measurements of the pinned llama.cpp and
+//! `tokenizers`; a change in either shows here.
+
+use std::path::Path;
+
+use quantgate::convert::OutType;
+use quantgate::verify::stress::{self, ClassResult, StressClass};
+use reference::tokenizer::HfTokenizer;
+
+use crate::common;
+
+/// Seed of the stress cases (as a protocol would fix it).
+const SEED: u64 = 29;
+const PER_CLASS: usize = 100;
+
+fn measure(fixture: &str) -> Vec<ClassResult> {
+    let dir = common::hf(fixture);
+    let tmp = tempfile::tempdir().unwrap();
+    let gguf = tmp.path().join("vocab.gguf");
+    common::convert_to(&dir, &gguf, OutType::F16, true);
+    let model = llama_runtime::Model::load(&gguf, true).unwrap();
+    let hf = HfTokenizer::from_file(&dir.join("tokenizer.json")).unwrap();
+    let specials = specials(&dir);
+    let cases = stress::generate(&hf, &specials, SEED, PER_CLASS);
+    let tokenize = |t: &str| model.tokenize(t, true, true).unwrap_or_default();
+    let r = stress::run(&hf, &cases, &tokenize).unwrap();
+    for c in &r {
+        println!(
+            "{fixture}: {:?} {}/{} {}",
+            c.class,
+            c.matched,
+            c.cases,
+            c.first_mismatch
+                .as_ref()
+                .map(|m| format!(
+                    "first: {:?} HF {:?} {:?} llama.cpp {:?} {:?}",
+                    m.text, m.hf_ids, m.hf_pieces, m.llama_ids, m.llama_pieces
+                ))
+                .unwrap_or_default()
+        );
+    }
+    r
+}
+
+/// The added tokens tokenizer.json marks special.
+fn specials(dir: &Path) -> Vec<String> {
+    let tj = common::json(&dir.join("tokenizer.json"));
+    tj["added_tokens"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["special"] == true)
+        .filter_map(|t| t["content"].as_str().map(str::to_string))
+        .take(8)
+        .collect()
+}
+
+fn counts(r: &[ClassResult]) -> Vec<Count> {
+    r.iter().map(|c| (c.class, c.matched, c.cases)).collect()
+}
+
+use StressClass::*;
+
+/// (class, matched, cases).
+type Count = (StressClass, usize, usize);
+
+/// (class, matched, cases) measured with seed 29, 100 per class (zen4 and haswell alike:
+/// tokenization does not depend on the CPU variant).
+/// - WordPiece (all-MiniLM-L6-v2): 32 vocabulary entries (spacing marks such as "ा") that
+///   llama.cpp strips; Hangul, where HF gives one [UNK] per word and llama.cpp splits the NFD
+///   jamo into pieces; every word over 100 characters, which HF's WordPiece makes [UNK]
+///   (`max_input_chars_per_word`) and llama.cpp splits.
+/// - BPE and SPM: only the vocabulary entry "\0", which `llama_runtime::Model::tokenize`
+///   refuses (a C string cannot hold NUL), so it counts as a mismatch.
+const EXPECTED: &[(&str, &[Count])] = &[
+    (
+        "all-MiniLM-L6-v2",
+        &[
+            (VocabEntry, 30490, 30522),
+            (Nfd, 200, 200),
+            (Hangul, 17, 100),
+            (Jamo, 100, 100),
+            (Cjk, 100, 100),
+            (LatinCombining, 100, 100),
+            (EmojiZwj, 100, 100),
+            (MixedScripts, 56, 100),
+            (Whitespace, 100, 100),
+            (LongWord, 0, 100),
+            (SpecialText, 35, 35),
+        ],
+    ),
+    (
+        "SmolLM2-135M-Instruct",
+        &[
+            (VocabEntry, 49151, 49152),
+            (Nfd, 200, 200),
+            (Hangul, 100, 100),
+            (Jamo, 100, 100),
+            (Cjk, 100, 100),
+            (LatinCombining, 100, 100),
+            (EmojiZwj, 100, 100),
+            (MixedScripts, 100, 100),
+            (Whitespace, 100, 100),
+            (LongWord, 100, 100),
+            (SpecialText, 56, 56),
+        ],
+    ),
+    (
+        "gemma-3-270m",
+        &[
+            (VocabEntry, 262143, 262144),
+            (Nfd, 200, 200),
+            (Hangul, 100, 100),
+            (Jamo, 100, 100),
+            (Cjk, 100, 100),
+            (LatinCombining, 100, 100),
+            (EmojiZwj, 100, 100),
+            (MixedScripts, 100, 100),
+            (Whitespace, 100, 100),
+            (LongWord, 100, 100),
+            (SpecialText, 56, 56),
+        ],
+    ),
+];
+
+#[test]
+fn stress_counts_on_wordpiece_bpe_and_spm_are_as_measured() {
+    for (fixture, want) in EXPECTED {
+        let r = measure(fixture);
+        assert_eq!(counts(&r), want.to_vec(), "{fixture}");
+        // The first mismatch of a class is kept with its ids and pieces.
+        let long = r.iter().find(|c| c.class == LongWord).unwrap();
+        if let Some(m) = &long.first_mismatch {
+            assert_eq!(m.hf_pieces, ["[CLS]", "[UNK]", "[SEP]"]);
+            assert!(m.llama_ids.len() > 3);
+        }
+    }
+}
