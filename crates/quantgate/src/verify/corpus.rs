@@ -50,6 +50,13 @@ pub const NORMALIZATION_PROBES: &[&str] = &[
     "ﬁ ligature and ｆｕｌｌｗｉｄｔｈ and ①",
 ];
 
+/// Texts with a word longer than WordPiece's `max_input_chars_per_word` (100 in every BERT
+/// tokenizer.json seen): HF makes such a word one `[UNK]`, llama.cpp splits it. Measured on
+/// WordPiece vocabularies as a known limitation, not gated (docs/tokenizer-stress.md).
+pub const LONG_WORD_PROBES: &[&str] = &[
+    "sha512 cf83e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9ce47d0d13c5d85f2b0ff8318d2877eec2f63b931bd47417a81a538327af927da3e",
+];
+
 /// A retrieval set: (query, index of its document in [`RETRIEVAL_DOCS`]).
 pub const RETRIEVAL_QUERIES: &[(&str, usize)] = &[
     ("How do I bake bread at home?", 0),

@@ -105,6 +105,9 @@ pub enum Divergence {
     /// for the tokens it names itself (`llama_vocab::impl::load`: all special tokens of a model
     /// named phi-3, BERT-style `<mask>`/`[MASK]`).
     StrippedSpecial,
+    /// WordPiece: a word longer than `max_input_chars_per_word` is one `[UNK]` in HF; llama.cpp
+    /// has no such limit (and GGUF no field for it) and splits the word into pieces.
+    LongWord,
 }
 
 impl Divergence {
@@ -116,6 +119,7 @@ impl Divergence {
             Divergence::SpacingMarks => "spacing combining marks (Mc): llama.cpp strips them as accents, HF keeps them",
             Divergence::UnicodeNormalization => "tokenizer.json applies Unicode normalization, llama.cpp does not",
             Divergence::StrippedSpecial => "a special token marked lstrip/rstrip in tokenizer.json next to whitespace: HF drops the whitespace, llama.cpp (no GGUF field for it) keeps it",
+            Divergence::LongWord => "WordPiece: a word longer than max_input_chars_per_word (100) is one [UNK] in HF; llama.cpp (no GGUF field for the limit) splits it into pieces",
         }
     }
 }
@@ -277,6 +281,21 @@ fn strips_next_to_whitespace(tj: &serde_json::Value, text: &str) -> bool {
     })
 }
 
+/// Whether `tj` is a WordPiece tokenizer and `text` holds a word (split at whitespace and
+/// punctuation, as BERT's pre-tokenizer splits) longer than its `max_input_chars_per_word`
+/// (default 100, HF `WordPiece`).
+fn has_overlong_word(tj: &serde_json::Value, text: &str) -> bool {
+    use unicode_categories::UnicodeCategories;
+    if tj["model"]["type"] != "WordPiece" {
+        return false;
+    }
+    let max = tj["model"]["max_input_chars_per_word"]
+        .as_u64()
+        .unwrap_or(100) as usize;
+    text.split(|c: char| c.is_whitespace() || c.is_ascii_punctuation() || c.is_punctuation())
+        .any(|w| w.chars().count() > max)
+}
+
 /// Why `text` cannot match for a reason outside the conversion, if it cannot: llama.cpp's
 /// WordPiece accent stripping removes more than HF's (HF drops only non-spacing marks after NFD;
 /// llama.cpp also drops spacing vowel signs such as Devanagari ि and the Hangul jamo that NFD
@@ -307,6 +326,9 @@ pub fn known_divergence(tj: &serde_json::Value, text: &str) -> Option<Divergence
     if strips_next_to_whitespace(tj, text) {
         return Some(Divergence::StrippedSpecial);
     }
+    if has_overlong_word(tj, text) {
+        return Some(Divergence::LongWord);
+    }
     if !bert_strips_accents(tj) {
         return None;
     }
@@ -320,6 +342,31 @@ pub fn known_divergence(tj: &serde_json::Value, text: &str) -> Option<Divergence
         return Some(Divergence::SpacingMarks);
     }
     None
+}
+
+/// Measures `texts` (probes of a known divergence) in `mode`: limitations, not gated.
+fn probe(
+    hf: &HfTokenizer,
+    model: &Model,
+    mode: Mode,
+    texts: &[&str],
+    divergence: Divergence,
+) -> anyhow::Result<Vec<Limitation>> {
+    let mut out = Vec::new();
+    for text in texts {
+        let want = hf.encode(text, true).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let got = model
+            .tokenize(text, mode.add_special, mode.parse_special)
+            .unwrap_or_default();
+        let same =
+            got.len() == want.len() && got.iter().zip(&want).all(|(a, b)| *a as i64 == *b as i64);
+        out.push(Limitation {
+            divergence,
+            text: text.to_string(),
+            same_ids: same,
+        });
+    }
+    Ok(out)
 }
 
 /// Runs the tokenizer gate on `texts` plus the normalization probes. Texts with a
@@ -387,21 +434,15 @@ pub fn check(
         .filter(|r| r.matched == r.total)
         .map(|r| r.mode)
         .collect();
+    let mode = matching_modes.first().copied().unwrap_or(MODES[0]);
     if unicode_normalizes(tj) {
-        let mode = matching_modes.first().copied().unwrap_or(MODES[0]);
-        for text in super::corpus::NORMALIZATION_PROBES {
-            let want = hf.encode(text, true).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let got = model
-                .tokenize(text, mode.add_special, mode.parse_special)
-                .unwrap_or_default();
-            let same = got.len() == want.len()
-                && got.iter().zip(&want).all(|(a, b)| *a as i64 == *b as i64);
-            limitations.push(Limitation {
-                divergence: Divergence::UnicodeNormalization,
-                text: text.to_string(),
-                same_ids: same,
-            });
-        }
+        let probes = super::corpus::NORMALIZATION_PROBES;
+        let d = Divergence::UnicodeNormalization;
+        limitations.extend(probe(hf, model, mode, probes, d)?);
+    }
+    if tj["model"]["type"] == "WordPiece" {
+        let probes = super::corpus::LONG_WORD_PROBES;
+        limitations.extend(probe(hf, model, mode, probes, Divergence::LongWord)?);
     }
     Ok(TokenizerReport {
         texts: modes[0].total,
@@ -432,5 +473,20 @@ mod tests {
         assert_eq!(d("a<|endoftext|>b"), None);
         assert_eq!(d("<|plain|> inside text"), None);
         assert_eq!(d("no special token"), None);
+    }
+
+    #[test]
+    fn wordpiece_words_over_the_limit_are_a_known_divergence() {
+        let tj =
+            json!({"model": {"type": "WordPiece", "max_input_chars_per_word": 100, "vocab": {}}});
+        let d = |t: &str| known_divergence(&tj, t);
+        let long = "x".repeat(101);
+        assert_eq!(d(&format!("hash {long} end")), Some(Divergence::LongWord));
+        assert_eq!(d(&"x".repeat(100)), None);
+        // Punctuation splits words, as BERT's pre-tokenizer does.
+        assert_eq!(d(&format!("{}.{}", "x".repeat(60), "y".repeat(60))), None);
+        // Other tokenizer kinds have no such limit.
+        let bpe = json!({"model": {"type": "BPE", "vocab": {}}});
+        assert_eq!(known_divergence(&bpe, &long), None);
     }
 }
