@@ -43,7 +43,9 @@ pub enum StressClass {
 /// One generated text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Case {
+    /// What the text tries.
     pub class: StressClass,
+    /// The text (UTF-8; NFD for [`StressClass::Nfd`], NFC as generated otherwise).
     pub text: String,
 }
 
@@ -221,8 +223,11 @@ fn whitespace(rng: &mut ChaCha8Rng) -> String {
 /// The first case of a class where the ids differ.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StressMismatch {
+    /// The text, cut to 200 characters.
     pub text: String,
+    /// HF's ids (`add_special_tokens` true).
     pub hf_ids: Vec<u32>,
+    /// llama.cpp's ids (empty when `llama_tokenize` refused the text, e.g. a NUL byte).
     pub llama_ids: Vec<i32>,
     /// Pieces of `hf_ids` and `llama_ids` (the vocabulary's token texts).
     pub hf_pieces: Vec<String>,
@@ -232,9 +237,13 @@ pub struct StressMismatch {
 /// One class's counts.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ClassResult {
+    /// The class.
     pub class: StressClass,
+    /// Cases of the class.
     pub cases: usize,
+    /// Cases where llama.cpp's ids equal HF's.
     pub matched: usize,
+    /// The first case where they differ.
     pub first_mismatch: Option<StressMismatch>,
 }
 
