@@ -344,6 +344,15 @@ pub fn known_divergence(tj: &serde_json::Value, text: &str) -> Option<Divergence
     None
 }
 
+/// Whether llama.cpp's ids `ll` (i32, `llama_token`) equal HF's `hf` (u32), in order.
+pub fn same_ids(hf: &[u32], ll: &[i32]) -> bool {
+    hf.len() == ll.len()
+        && hf
+            .iter()
+            .zip(ll)
+            .all(|(a, b)| i64::from(*a) == i64::from(*b))
+}
+
 /// Measures `texts` (probes of a known divergence) in `mode`: limitations, not gated.
 fn probe(
     hf: &HfTokenizer,
@@ -358,8 +367,7 @@ fn probe(
         let got = model
             .tokenize(text, mode.add_special, mode.parse_special)
             .unwrap_or_default();
-        let same =
-            got.len() == want.len() && got.iter().zip(&want).all(|(a, b)| *a as i64 == *b as i64);
+        let same = same_ids(&want, &got);
         out.push(Limitation {
             divergence,
             text: text.to_string(),
@@ -395,8 +403,7 @@ pub fn check(
             Some(divergence) => {
                 let want = hf.encode(text, true).map_err(|e| anyhow::anyhow!("{e}"))?;
                 let got = model.tokenize(text, true, true).unwrap_or_default();
-                let same = got.len() == want.len()
-                    && got.iter().zip(&want).all(|(a, b)| *a as i64 == *b as i64);
+                let same = same_ids(&want, &got);
                 limitations.push(Limitation {
                     divergence,
                     text: cut(text),
@@ -415,8 +422,7 @@ pub fn check(
                 .tokenize(text, r.mode.add_special, r.mode.parse_special)
                 .map_err(|e| anyhow::anyhow!("llama_tokenize on {:?}: {e}", cut(text)))?;
             r.total += 1;
-            let same = got.len() == want.len()
-                && got.iter().zip(&want).all(|(a, b)| *a as i64 == *b as i64);
+            let same = same_ids(&want, &got);
             if same {
                 r.matched += 1;
             } else if r.first_mismatch.is_none() {
