@@ -103,6 +103,12 @@ pub mod tokenizer {
     pub const PADDING_ID: &str = "tokenizer.ggml.padding_token_id";
     /// Whether to prepend a space (bool).
     pub const ADD_SPACE_PREFIX: &str = "tokenizer.ggml.add_space_prefix";
+    /// Whether the UGM normalizer collapses whitespace runs and trims (bool; SentencePiece's
+    /// `normalizer_spec.remove_extra_whitespaces`).
+    pub const REMOVE_EXTRA_WHITESPACES: &str = "tokenizer.ggml.remove_extra_whitespaces";
+    /// SentencePiece's compiled normalization table for UGM, verbatim (array of u8; llama.cpp
+    /// accepts u8 or i8).
+    pub const PRECOMPILED_CHARSMAP: &str = "tokenizer.ggml.precompiled_charsmap";
     /// Whether the normalizer lowercases (bool; gguf-py `Keys.Tokenizer.NORMALIZER_LOWERCASE`).
     pub const NORMALIZER_LOWERCASE: &str = "tokenizer.ggml.normalizer.lowercase";
     /// Jinja chat template (string).

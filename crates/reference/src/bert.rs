@@ -1,5 +1,6 @@
-//! BERT encoder forward (HF `BertModel`) in f32 on candle ops: every position's final hidden
-//! state, for any sentence-transformers pooling.
+//! BERT encoder forward (HF `BertModel`, and `XLMRobertaModel`, which differs only in how it
+//! numbers positions) in f32 on candle ops: every position's final hidden state, for any
+//! sentence-transformers pooling.
 
 use std::path::Path;
 
@@ -16,6 +17,11 @@ pub struct BertConfig {
     pub num_attention_heads: usize,
     pub layer_norm_eps: f64,
     pub hidden_act: String,
+    /// XLM-RoBERTa (`model_type` `xlm-roberta`): `pad_token_id`, from which transformers'
+    /// `create_position_ids_from_input_ids` numbers positions (a non-pad token's position is
+    /// `pad + its count of non-pad tokens so far`, a pad token's is `pad`). `None` for BERT,
+    /// whose positions are 0, 1, ….
+    pub position_padding_idx: Option<u32>,
 }
 
 impl BertConfig {
@@ -29,8 +35,51 @@ impl BertConfig {
             num_attention_heads: int("num_attention_heads")?,
             layer_norm_eps: crate::hf_config::Hparams::from_config(&v)?.layer_norm_eps,
             hidden_act: v["hidden_act"].as_str().unwrap_or("gelu").to_string(),
+            position_padding_idx: match v["model_type"].as_str() {
+                Some("xlm-roberta") => Some(
+                    v["pad_token_id"]
+                        .as_u64()
+                        .and_then(|p| u32::try_from(p).ok())
+                        .ok_or_else(|| {
+                            RefError::Unsupported(format!(
+                                "{}: field pad_token_id: an xlm-roberta model needs it to number positions",
+                                path.display()
+                            ))
+                        })?,
+                ),
+                _ => None,
+            },
         })
     }
+}
+
+/// `vb` under the prefix its checkpoint uses for the encoder (`bert.`, `roberta.`), if any.
+fn unprefixed(vb: VarBuilder) -> VarBuilder {
+    for p in ["bert", "roberta"] {
+        if vb.contains_tensor(&format!("{p}.embeddings.word_embeddings.weight")) {
+            return vb.pp(p);
+        }
+    }
+    vb
+}
+
+/// Position ids of `ids`: 0, 1, … for BERT; transformers' XLM-R numbering with `padding_idx`
+/// (see [`BertConfig::position_padding_idx`]).
+pub fn positions(ids: &[u32], padding_idx: Option<u32>) -> Vec<u32> {
+    let Some(pad) = padding_idx else {
+        return (0..ids.len() as u32).collect();
+    };
+    let mut seen = 0;
+    ids.iter()
+        .map(|&t| {
+            if t == pad {
+                pad
+            } else {
+                seen += 1;
+                pad + seen
+            }
+        })
+        .collect()
 }
 
 struct Layer {
@@ -55,16 +104,11 @@ pub struct Bert {
 }
 
 impl Bert {
-    /// Loads config.json and the safetensors of `dir` (names with or without a `bert.` prefix).
+    /// Loads config.json and the safetensors of `dir` (names with or without a `bert.` or
+    /// `roberta.` prefix).
     pub fn load(dir: &Path) -> Result<Bert> {
         let cfg = BertConfig::from_json(&dir.join("config.json"))?;
-        let vb = var_builder(dir)?;
-        let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
-            vb.pp("bert")
-        } else {
-            vb
-        };
-        Self::from_vb(cfg, vb)
+        Self::from_vb(cfg, unprefixed(var_builder(dir)?))
     }
 
     /// config.json of `dir` with the weights given as f32 tensors under their HF names (e.g.
@@ -75,12 +119,7 @@ impl Bert {
     ) -> Result<Bert> {
         let cfg = BertConfig::from_json(&dir.join("config.json"))?;
         let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
-        let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
-            vb.pp("bert")
-        } else {
-            vb
-        };
-        Self::from_vb(cfg, vb)
+        Self::from_vb(cfg, unprefixed(vb))
     }
 
     fn from_vb(cfg: BertConfig, vb: VarBuilder) -> Result<Bert> {
@@ -130,7 +169,10 @@ impl Bert {
         let dev = Device::Cpu;
         let n = ids.len();
         let ids_t = Tensor::new(ids, &dev)?;
-        let pos = Tensor::arange(0u32, n as u32, &dev)?;
+        let pos = Tensor::new(
+            positions(ids, self.cfg.position_padding_idx).as_slice(),
+            &dev,
+        )?;
         let types = Tensor::zeros(n, DType::U32, &dev)?;
         let x = (self.word.forward(&ids_t)? + self.pos.forward(&pos)?)?;
         let x = (x + self.token_type.forward(&types)?)?;
@@ -163,5 +205,18 @@ impl Bert {
             x = l.out_norm.forward(&(down + &x)?)?;
         }
         Ok(x)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xlmr_positions_start_after_the_pad_id_and_skip_pads() {
+        assert_eq!(positions(&[0, 35378, 8999, 2], None), [0, 1, 2, 3]);
+        // transformers: cumsum(ids != pad) * (ids != pad) + pad.
+        assert_eq!(positions(&[0, 35378, 8999, 2], Some(1)), [2, 3, 4, 5]);
+        assert_eq!(positions(&[0, 1, 8999, 2], Some(1)), [2, 1, 3, 4]);
     }
 }

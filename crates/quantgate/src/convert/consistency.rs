@@ -145,7 +145,12 @@ fn check_shapes(
     }
     if a == Arch::Bert {
         if let Some(&ctx) = v.get("max_position_embeddings") {
-            expect(planned, "position_embd.weight", &[h, ctx], problems);
+            expect(
+                planned,
+                crate::source::arch::POSITION_EMBD,
+                &[h, ctx],
+                problems,
+            );
         }
         if let Some(&types) = v.get("type_vocab_size") {
             expect(planned, "token_types.weight", &[h, types], problems);
@@ -221,7 +226,14 @@ fn describe(layers: &BTreeSet<u64>) -> String {
 ///
 /// Errors: every problem found, each naming config.json and the field or the tensor.
 pub fn check(hf: &HfDir, a: Arch, planned: &[(usize, PlannedTensor)]) -> Result<()> {
-    let (values, mut problems) = read_fields(&hf.config, a);
+    let (mut values, mut problems) = read_fields(&hf.config, a);
+    // The file's position table is XLM-R's without its dropped rows (`plan` dropped them).
+    if let (Some(ctx), Some(drop)) = (
+        values.get_mut("max_position_embeddings"),
+        crate::source::arch::position_offset(&hf.config),
+    ) {
+        *ctx = ctx.saturating_sub(drop as u64);
+    }
     if !planned.is_empty() {
         check_shapes(a, &values, planned, &mut problems);
         let names: Vec<&str> = planned.iter().map(|(_, p)| p.gguf_name.as_str()).collect();

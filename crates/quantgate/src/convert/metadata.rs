@@ -121,7 +121,7 @@ fn hparam_rows(hf: &HfDir, arch: Arch) -> Result<Vec<(&'static str, Option<Value
     let swa_base = rope::freq_base_swa(&hf.config)?;
     Ok(vec![
         (llm::BLOCK_COUNT, u32_of("num_hidden_layers")),
-        (llm::CONTEXT_LENGTH, u32_of("max_position_embeddings")),
+        (llm::CONTEXT_LENGTH, context_length(hf)),
         (llm::EMBEDDING_LENGTH, u32_of("hidden_size")),
         (llm::FEED_FORWARD_LENGTH, u32_of("intermediate_size")),
         (llm::HEAD_COUNT, u32_of("num_attention_heads")),
@@ -150,6 +150,14 @@ fn hparam_rows(hf: &HfDir, arch: Arch) -> Result<Vec<(&'static str, Option<Value
         (llm::EXPERT_USED_COUNT, u32_of("num_experts_per_tok")),
         (llm::KEY_LENGTH, key_length(hf, arch)),
     ])
+}
+
+/// `{arch}.context_length`: config.json's `max_position_embeddings`, less the position rows an
+/// XLM-R model drops ([`crate::source::arch::position_offset`]).
+fn context_length(hf: &HfDir) -> Option<Value> {
+    let n = hf.config_u64("max_position_embeddings")?;
+    let drop = crate::source::arch::position_offset(&hf.config).unwrap_or(0) as u64;
+    Some(Value::U32(n.saturating_sub(drop) as u32))
 }
 
 /// phi3's own keys (`Phi3MiniModel.set_gguf_parameters` and `generate_extra_tensors`):
@@ -223,7 +231,10 @@ fn tokenizer_metadata(vocab: &vocab::Vocab, arch: Arch, no_bos: bool) -> Vec<(St
     };
     let mut kv: Vec<(String, Value)> = Vec::new();
     let mut put = |k: &str, v: Value| kv.push((k.to_string(), v));
-    if let Some(n) = vocab.token_type_count {
+    // BertModel.set_vocab writes the segment count first; _xlmroberta_set_vocab (t5) after
+    // the tokens, with its normalizer keys.
+    let ugm = vocab.model == "t5";
+    if let Some(n) = vocab.token_type_count.filter(|_| !ugm) {
         put(k::TOKEN_TYPE_COUNT, Value::U32(n));
     }
     put(k::MODEL, Value::string(vocab.model.clone()));
@@ -245,6 +256,9 @@ fn tokenizer_metadata(vocab: &vocab::Vocab, arch: Arch, no_bos: bool) -> Vec<(St
             vocab.token_types.iter().map(|t| Value::I32(*t)).collect(),
         ),
     );
+    if ugm {
+        ugm_keys(vocab, &mut put);
+    }
     if !vocab.merges.is_empty() {
         put(k::MERGES, strings(&vocab.merges));
     }
@@ -288,4 +302,26 @@ fn tokenizer_metadata(vocab: &vocab::Vocab, arch: Arch, no_bos: bool) -> Vec<(St
         );
     }
     kv
+}
+
+/// The UGM (`t5`) keys after the token types, in `_xlmroberta_set_vocab`'s order:
+/// add_space_prefix, token_type_count, remove_extra_whitespaces, precompiled_charsmap (u8
+/// array, as gguf-py writes `bytes`).
+fn ugm_keys(vocab: &vocab::Vocab, put: &mut impl FnMut(&str, Value)) {
+    use gguf::keys::tokenizer as k;
+    if let Some(b) = vocab.add_space_prefix {
+        put(k::ADD_SPACE_PREFIX, Value::Bool(b));
+    }
+    if let Some(n) = vocab.token_type_count {
+        put(k::TOKEN_TYPE_COUNT, Value::U32(n));
+    }
+    if let Some(b) = vocab.remove_extra_whitespaces {
+        put(k::REMOVE_EXTRA_WHITESPACES, Value::Bool(b));
+    }
+    if let Some(m) = &vocab.precompiled_charsmap {
+        put(
+            k::PRECOMPILED_CHARSMAP,
+            Value::Array(ValueType::U8, m.iter().map(|b| Value::U8(*b)).collect()),
+        );
+    }
 }

@@ -94,10 +94,18 @@ pub struct PlannedTensor {
     /// ([`experts`]); empty for every other tensor.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub experts: Vec<usize>,
+    /// Leading source rows not stored (XLM-R's position table,
+    /// [`crate::source::arch::position_offset`]); 0 for every other tensor.
+    #[serde(skip_serializing_if = "is_zero_usize")]
+    pub skip_rows: usize,
 }
 
 fn is_zero(x: &f32) -> bool {
     *x == 0.0
+}
+
+fn is_zero_usize(x: &usize) -> bool {
+    *x == 0
 }
 
 /// Options of a conversion.
@@ -246,15 +254,34 @@ pub fn plan(
             out.extend(stacker.add(hf, (arch, outtype), i, &m, &mut seen)?);
             continue;
         }
-        let ne: Vec<u64> = t.shape.iter().rev().map(|d| *d as u64).collect();
+        let mut ne: Vec<u64> = t.shape.iter().rev().map(|d| *d as u64).collect();
+        let skip_rows = skipped_rows(hf, &m.gguf, &ne)?;
+        if skip_rows > 0 {
+            ne[1] -= skip_rows as u64;
+        }
         let (ty, rule) = storage_rule(&m, &ne, outtype);
-        out.push((
-            i,
-            planned(&mut seen, hf, arch, &t.name, m.gguf, ty, ne, rule)?,
-        ));
+        let mut p = planned(&mut seen, hf, arch, &t.name, m.gguf, ty, ne, rule)?;
+        p.skip_rows = skip_rows;
+        out.push((i, p));
     }
     stacker.finish(hf)?;
     Ok(out)
+}
+
+/// The leading rows of `gguf_name` (source `ne`) the file leaves out
+/// ([`crate::source::arch::rows_dropped`]: XLM-R's position table).
+///
+/// Errors: a table with no more rows than that, naming config.json's field.
+fn skipped_rows(hf: &HfDir, gguf_name: &str, ne: &[u64]) -> Result<usize> {
+    let drop = crate::source::arch::rows_dropped(&hf.config, gguf_name);
+    match ne {
+        _ if drop == 0 => Ok(0),
+        [_, rows] if *rows > drop as u64 => Ok(drop),
+        _ => bail!(
+            "{}: config.json pad_token_id + 1 = {drop} position rows to drop, but {gguf_name} has ne {ne:?}",
+            hf.dir.display()
+        ),
+    }
 }
 
 /// Already-quantized (MLX, GPTQ, AWQ, compressed-tensors) experts are not stacked yet.
@@ -292,6 +319,7 @@ fn planned(
         permute_heads: permute_heads(hf, arch, &gguf_name),
         shift: arch.norm_shift(&gguf_name),
         experts: Vec::new(),
+        skip_rows: 0,
         gguf_name,
         ggml_type: ty.to_string(),
         ne,

@@ -79,6 +79,7 @@ fn generated_entry(name: &str, n: usize, field: &str) -> PlannedTensor {
         permute_heads: None,
         shift: 0.0,
         experts: Vec::new(),
+        skip_rows: 0,
     }
 }
 
@@ -154,6 +155,7 @@ pub fn llama3_rope_freqs(hf: &HfDir, arch: Arch) -> Result<Option<(PlannedTensor
         permute_heads: None,
         shift: 0.0,
         experts: Vec::new(),
+        skip_rows: 0,
     };
     Ok(Some((p, values)))
 }

@@ -86,8 +86,9 @@ pub(super) fn add_tensors<'a>(
                 let rows = p.ne[1] as usize;
                 stacked_data(hf, p.experts.clone(), ty, rows, name, uf, allow)
             }
-            (None, None) if p.shift != 0.0 => {
-                shifted_data(hf, src, (ty, p.shift), name, sink.allow_nonfinite)
+            (None, None) if p.shift != 0.0 || p.skip_rows > 0 => {
+                let skip = p.skip_rows * p.ne[0] as usize;
+                f32_data(hf, src, (ty, p.shift, skip), name, sink.allow_nonfinite)
             }
             (None, None) => {
                 let allow = sink.allow_nonfinite;
@@ -273,12 +274,13 @@ fn stacked_data<'a>(
     }))
 }
 
-/// The deferred bytes of a source tensor stored as F32 values plus `shift` (gemma3 norms):
+/// The deferred bytes of a source tensor stored as F32 values plus `shift` (gemma3 norms),
+/// without its first `skip` values (XLM-R's dropped position rows, [`PlannedTensor::skip_rows`]):
 /// widened to f32 first, then shifted, as convert_hf_to_gguf.py does.
-fn shifted_data<'a>(
+fn f32_data<'a>(
     hf_ref: &'a HfDir,
     src: &'a hf::SourceTensor,
-    (ty, shift): (GgmlType, f32),
+    (ty, shift, skip): (GgmlType, f32, usize),
     name: String,
     allow_nonfinite: bool,
 ) -> TensorData<'a> {
@@ -286,12 +288,21 @@ fn shifted_data<'a>(
         crate::interrupt::check().map_err(std::io::Error::other)?;
         if ty != GgmlType::F32 {
             return Err(std::io::Error::other(format!(
-                "tensor {name}: a shifted norm must be stored as F32, not {ty}"
+                "tensor {name}: a shifted norm or cut position table must be stored as F32, not {ty}"
             )));
         }
         let x = hf_ref.to_f32(src)?;
-        nonfinite_guard(hf_ref, src, &name, count_nonfinite(&x), allow_nonfinite)?;
-        let buf: Vec<u8> = x.iter().flat_map(|v| (v + shift).to_le_bytes()).collect();
+        let x = x.get(skip..).ok_or_else(|| {
+            std::io::Error::other(format!(
+                "tensor {name}: {} values, fewer than the {skip} to drop",
+                x.len()
+            ))
+        })?;
+        nonfinite_guard(hf_ref, src, &name, count_nonfinite(x), allow_nonfinite)?;
+        // Adding a zero shift would turn -0.0 into +0.0 (IEEE: -0 + +0 = +0); the converter
+        // keeps the sign.
+        let shifted = |v: f32| if shift == 0.0 { v } else { v + shift };
+        let buf: Vec<u8> = x.iter().flat_map(|v| shifted(*v).to_le_bytes()).collect();
         out.write_all(&buf)
     }))
 }

@@ -8,10 +8,41 @@ use anyhow::{bail, Result};
 /// spelling the converter's and the verifier's vocabulary readers dispatch on.
 pub const GEMMA3_MODEL_TYPE: &str = "gemma3_text";
 
+/// config.json `model_type` of XLM-RoBERTa models (XLMRobertaModel: bge-m3,
+/// multilingual-e5-base/large); llama.cpp runs them as `bert`.
+pub const XLM_ROBERTA_MODEL_TYPE: &str = "xlm-roberta";
+
+/// The position-embedding rows llama.cpp's converter drops from an XLM-RoBERTa model, and
+/// subtracts from its context length: `pad_token_id + 1` (conversion/bert.py
+/// `_xlmroberta_tokenizer_init`). HF's `XLMRobertaEmbeddings` numbers positions from
+/// `pad_token_id + 1` (`create_position_ids_from_input_ids`), llama.cpp from 0, so row
+/// `pad_token_id + 1` becomes row 0. `None` for every other model, or without a `pad_token_id`
+/// (the converter then keeps every row).
+pub fn position_offset(config: &serde_json::Value) -> Option<usize> {
+    if config["model_type"].as_str() != Some(XLM_ROBERTA_MODEL_TYPE) {
+        return None;
+    }
+    config["pad_token_id"].as_u64().map(|p| p as usize + 1)
+}
+
+/// The GGUF name of BERT's position table.
+pub const POSITION_EMBD: &str = "position_embd.weight";
+
+/// Leading source rows the file leaves out of GGUF tensor `gguf_name`: [`position_offset`] for
+/// the position table, 0 for every other tensor (convert drops them, verify expects them gone).
+pub fn rows_dropped(config: &serde_json::Value, gguf_name: &str) -> usize {
+    match gguf_name {
+        POSITION_EMBD => position_offset(config).unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// Architectures `convert` handles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arch {
-    /// BERT encoders (BertModel; sentence-transformers).
+    /// BERT encoders (BertModel; sentence-transformers), XLM-RoBERTa's included
+    /// ([`XLM_ROBERTA_MODEL_TYPE`]: llama.cpp's `bert` with position rows dropped,
+    /// [`position_offset`]).
     Bert,
     /// Qwen3 (Qwen3Model / Qwen3ForCausalLM; Qwen3-Embedding).
     Qwen3,
@@ -33,7 +64,7 @@ impl Arch {
     /// The arch of config.json's `model_type`.
     pub fn from_model_type(t: &str) -> Result<Arch> {
         Ok(match t {
-            "bert" => Arch::Bert,
+            "bert" | XLM_ROBERTA_MODEL_TYPE => Arch::Bert,
             "qwen3" => Arch::Qwen3,
             "qwen2" => Arch::Qwen2,
             "llama" => Arch::Llama,
@@ -41,8 +72,8 @@ impl Arch {
             "qwen3_moe" => Arch::Qwen3Moe,
             "phi3" => Arch::Phi3,
             other => bail!(
-                "config.json model_type {other:?} is not supported (bert, qwen3, qwen2, llama, \
-                 gemma3_text, qwen3_moe, phi3)"
+                "config.json model_type {other:?} is not supported (bert, xlm-roberta, qwen3, qwen2, \
+                 llama, gemma3_text, qwen3_moe, phi3)"
             ),
         })
     }
@@ -188,7 +219,12 @@ fn split_param(name: &str) -> Option<(&str, &'static str)> {
 pub fn map_tensor(arch: Arch, hf_name: &str) -> Result<Option<Mapped>> {
     match arch {
         Arch::Bert => {
-            let name = hf_name.strip_prefix("bert.").unwrap_or(hf_name);
+            // XLMRobertaModel's checkpoints may carry `roberta.` (bge-reranker-v2-m3), BERT's
+            // `bert.`; the converter strips both.
+            let name = hf_name
+                .strip_prefix("roberta.")
+                .or_else(|| hf_name.strip_prefix("bert."))
+                .unwrap_or(hf_name);
             if BERT_DROP.iter().any(|d| name.starts_with(d)) {
                 return Ok(None);
             }

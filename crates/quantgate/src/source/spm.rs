@@ -91,23 +91,66 @@ impl<'a> Wire<'a> {
     }
 }
 
-/// The pieces of a serialized `ModelProto`, in id order.
+/// A serialized `ModelProto`: its pieces, its trainer's model type and its normalizer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpmModel {
+    /// The pieces in id order.
+    pub pieces: Vec<Piece>,
+    /// `trainer_spec.model_type` (TrainerSpec field 3; UNIGRAM 1, BPE 2, WORD 3, CHAR 4;
+    /// 1 when absent, the proto's default).
+    pub model_type: i32,
+    /// `normalizer_spec` (ModelProto field 3).
+    pub normalizer: NormalizerSpec,
+}
+
+/// SentencePiece's `NormalizerSpec` fields llama.cpp's UGM tokenizer reads (proto field numbers:
+/// name 1, precompiled_charsmap 2, add_dummy_prefix 3, remove_extra_whitespaces 4; both flags
+/// default to true).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NormalizerSpec {
+    /// The rule name (`nmt_nfkc`, `identity`, …; empty when absent).
+    pub name: String,
+    /// The compiled normalization table, verbatim (empty when absent).
+    pub precompiled_charsmap: Vec<u8>,
+    /// Prepend `▁` to the input.
+    pub add_dummy_prefix: bool,
+    /// Collapse runs of whitespace and trim both ends.
+    pub remove_extra_whitespaces: bool,
+}
+
+/// `trainer_spec.model_type` of a Unigram model.
+pub const MODEL_TYPE_UNIGRAM: i32 = 1;
+
+/// The pieces of a serialized `ModelProto`, in id order ([`read_model`]'s).
+///
+/// Errors: as [`read_model`].
+pub fn read_pieces(bytes: &[u8]) -> Result<Vec<Piece>> {
+    Ok(read_model(bytes)?.pieces)
+}
+
+/// Reads a serialized `ModelProto`.
 ///
 /// Errors: truncated or malformed wire data, a piece that is not UTF-8 or has no text, naming
 /// the piece's index; a model with no pieces; a model without `normalizer_spec` (field 3, which
 /// SentencePiece always writes after the pieces: a file cut between two pieces would otherwise
-/// read as a shorter vocabulary).
-pub fn read_pieces(bytes: &[u8]) -> Result<Vec<Piece>> {
+/// read as a shorter vocabulary); a malformed trainer or normalizer spec, naming the field.
+pub fn read_model(bytes: &[u8]) -> Result<SpmModel> {
     let mut w = Wire { buf: bytes, pos: 0 };
     let mut out = Vec::new();
-    let mut normalizer = false;
+    let mut normalizer = None;
+    let mut model_type = MODEL_TYPE_UNIGRAM;
     while let Some((field, value)) = w.next()? {
         match (field, value) {
             (1, Field::Bytes(b)) => {
                 let i = out.len();
                 out.push(read_piece(b).map_err(|e| anyhow!("pieces[{i}]: {e}"))?);
             }
-            (3, Field::Bytes(_)) => normalizer = true,
+            (2, Field::Bytes(b)) => {
+                model_type = read_model_type(b).map_err(|e| anyhow!("trainer_spec: {e}"))?
+            }
+            (3, Field::Bytes(b)) => {
+                normalizer = Some(read_normalizer(b).map_err(|e| anyhow!("normalizer_spec: {e}"))?)
+            }
             _ => {}
         }
     }
@@ -121,14 +164,53 @@ pub fn read_pieces(bytes: &[u8]) -> Result<Vec<Piece>> {
             bail!("pieces[{i}]: {:?} repeats pieces[{j}]", p.piece);
         }
     }
-    if !normalizer {
+    let Some(normalizer) = normalizer else {
         bail!(
             "no normalizer_spec (ModelProto field 3) after {} pieces: the file is truncated or \
              not a SentencePiece model",
             out.len()
         );
+    };
+    Ok(SpmModel {
+        pieces: out,
+        model_type,
+        normalizer,
+    })
+}
+
+/// `model_type` (field 3) of a `TrainerSpec`.
+fn read_model_type(b: &[u8]) -> Result<i32> {
+    let mut w = Wire { buf: b, pos: 0 };
+    let mut t = MODEL_TYPE_UNIGRAM;
+    while let Some((field, value)) = w.next()? {
+        if let (3, Field::Varint(v)) = (field, value) {
+            t = i32::try_from(v).map_err(|_| anyhow!("model_type {v} is out of range"))?;
+        }
     }
-    Ok(out)
+    Ok(t)
+}
+
+/// A `NormalizerSpec` message.
+fn read_normalizer(b: &[u8]) -> Result<NormalizerSpec> {
+    let mut w = Wire { buf: b, pos: 0 };
+    let mut n = NormalizerSpec {
+        name: String::new(),
+        precompiled_charsmap: Vec::new(),
+        add_dummy_prefix: true,
+        remove_extra_whitespaces: true,
+    };
+    while let Some((field, value)) = w.next()? {
+        match (field, value) {
+            (1, Field::Bytes(s)) => {
+                n.name = String::from_utf8(s.to_vec()).map_err(|_| anyhow!("name is not UTF-8"))?
+            }
+            (2, Field::Bytes(s)) => n.precompiled_charsmap = s.to_vec(),
+            (3, Field::Varint(v)) => n.add_dummy_prefix = v != 0,
+            (4, Field::Varint(v)) => n.remove_extra_whitespaces = v != 0,
+            _ => {}
+        }
+    }
+    Ok(n)
 }
 
 /// One `SentencePiece` message.
@@ -235,5 +317,33 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("no pieces"));
+    }
+
+    #[test]
+    fn reads_the_trainer_type_and_the_normalizer_spec() {
+        let mut m = piece("<unk>", 0.0, Some(2));
+        // trainer_spec { model_type: BPE (2) }.
+        m.extend([0x12, 0x02, 0x18, 0x02]);
+        // normalizer_spec { name: "nmt", precompiled_charsmap: [1, 0, 255], add_dummy_prefix: false }.
+        m.extend([
+            0x1a, 0x0c, 0x0a, 0x03, b'n', b'm', b't', 0x12, 0x03, 1, 0, 255, 0x18, 0x00,
+        ]);
+        let model = read_model(&m).unwrap();
+        assert_eq!(model.model_type, 2);
+        assert_eq!(
+            model.normalizer,
+            NormalizerSpec {
+                name: "nmt".into(),
+                precompiled_charsmap: vec![1, 0, 255],
+                add_dummy_prefix: false,
+                // Absent: the proto's default.
+                remove_extra_whitespaces: true,
+            }
+        );
+        // A charsmap cut short is an error naming the normalizer.
+        let mut cut = piece("<unk>", 0.0, Some(2));
+        cut.extend([0x1a, 0x05, 0x12, 0x09, 1, 0, 255]);
+        let e = read_model(&cut).unwrap_err().to_string();
+        assert!(e.contains("normalizer_spec"), "{e}");
     }
 }

@@ -1,6 +1,7 @@
 //! Built-in texts for Gate 2: a tokenizer corpus that hits the hard cases (mixed scripts,
-//! whitespace runs, digits, accents, emoji, special-token strings inside text) and a small
-//! retrieval set (queries with one matching document each) for the vector check.
+//! Korean/English sentences, whitespace runs, digits, accents, emoji, special-token strings
+//! inside text) and a small retrieval set (queries with one matching document each, in English,
+//! in Korean and across the two) for the vector check.
 
 /// The tokenizer corpus. Texts are in NFC; non-normalized inputs are in [`NORMALIZATION_PROBES`].
 pub const TOKENIZER_CORPUS: &[&str] = &[
@@ -35,6 +36,10 @@ pub const TOKENIZER_CORPUS: &[&str] = &[
     "text with <|im_start|>user\nhello<|im_end|> markers",
     "[CLS] and [SEP] and [MASK] and [PAD] strings",
     "<s> and </s> and <unk> strings",
+    // Korean and English in one sentence, as a Korean team's search index holds them.
+    "검색 인덱스에 multilingual embedding 모델을 배포합니다.",
+    "서울은 South Korea의 capital이며, 인구는 약 940만 명입니다.",
+    "이 API는 JSON 형식으로 응답합니다 (response time < 200ms).",
     "a",
     "A",
     "!",
@@ -65,6 +70,11 @@ pub const RETRIEVAL_QUERIES: &[(&str, usize)] = &[
     ("How does photosynthesis work?", 3),
     ("What is the best way to learn a programming language?", 4),
     ("How fast can a cheetah run?", 5),
+    // Korean queries, and queries whose document is in the other language.
+    ("한국의 수도는 어디인가요?", 6),
+    ("김치는 어떻게 만드나요?", 7),
+    ("How do I reset my password?", 8),
+    ("서울 지하철 요금은 얼마인가요?", 9),
 ];
 
 /// Documents of the retrieval set.
@@ -75,4 +85,8 @@ pub const RETRIEVAL_DOCS: &[&str] = &[
     "Plants use sunlight, water and carbon dioxide to produce glucose and oxygen.",
     "Write small programs every day and read other people's code to learn to program.",
     "The cheetah is the fastest land animal, reaching about 100 kilometres per hour.",
+    "서울은 대한민국의 수도이자 가장 큰 도시입니다.",
+    "배추를 소금에 절인 뒤 고춧가루, 마늘, 젓갈로 양념하면 김치가 됩니다.",
+    "비밀번호를 재설정하려면 로그인 화면에서 '비밀번호 찾기'를 누르세요.",
+    "A subway ride in Seoul costs about 1,400 won with a transit card.",
 ];

@@ -69,6 +69,8 @@ struct Slot {
     shift: f32,
     /// One expert of a stacked MoE tensor: (its slab, the slab count).
     expert: Option<(usize, usize)>,
+    /// Zeros before the stored values (XLM-R's dropped position rows).
+    pad_values: usize,
 }
 
 /// The stored values as a candle backend that dequantizes a tensor only when the reference
@@ -121,6 +123,11 @@ impl StoredBackend {
                 ));
             }
             let n = t.n_elements() as usize / expert.map_or(1, |(_, n)| n.max(1));
+            // XLM-R: the file's position table starts at HF's row pad_token_id + 1; the rows
+            // before it are zeros here (HF's positions never index them).
+            let pad_rows = arch::rows_dropped(&hf.config, &m.gguf);
+            let row = src.shape.last().copied().unwrap_or(1);
+            let n = n + pad_rows * row;
             let shape = match source_shape {
                 Some(s) if n != src.n_elements() => {
                     return Err(anyhow!(
@@ -147,6 +154,7 @@ impl StoredBackend {
                     unpermute,
                     shift: a.norm_shift(&m.gguf),
                     expert,
+                    pad_values: pad_rows * row,
                 },
             );
         }
@@ -182,6 +190,9 @@ impl StoredBackend {
         }
         if slot.shift != 0.0 {
             x.iter_mut().for_each(|v| *v -= slot.shift);
+        }
+        if slot.pad_values > 0 {
+            x.splice(0..0, std::iter::repeat_n(0.0, slot.pad_values));
         }
         Tensor::from_vec(x, slot.shape.clone(), &Device::Cpu)
     }

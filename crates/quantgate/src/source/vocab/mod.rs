@@ -4,12 +4,14 @@
 //! pre-tokenizer name from the probe-hash table, special ids, and add_bos/add_eos derived from
 //! the post-processor template — with every disagreement between the sources reported.
 //!
-//! One builder per tokenizer kind: `bpe` (tokenizer.json: BPE, WordPiece) and `sentencepiece`
-//! (gemma3's tokenizer.model); `special` holds what both share.
+//! One builder per tokenizer kind: `bpe` (tokenizer.json: BPE, WordPiece), `sentencepiece`
+//! (gemma3's tokenizer.model) and `ugm` (XLM-R's sentencepiece.bpe.model); `special` holds what
+//! they share.
 
 mod bpe;
 mod sentencepiece;
 mod special;
+mod ugm;
 
 use anyhow::Result;
 use serde_json::Value;
@@ -18,13 +20,26 @@ use reference::tokenizer::HfTokenizer;
 
 pub use bpe::{chktxt, pre_name_for_hash, probe_hash};
 pub use special::{Vocab, SPECIAL_ORDER};
+pub use ugm::SPM_FILE as UGM_SPM_FILE;
+
+/// Whether the folder's vocabulary is XLM-R's SentencePiece Unigram (`t5` in GGUF): every
+/// `xlm-roberta` model (llama.cpp's converter reads XLMRobertaModel's vocabulary so whatever its
+/// tokenizer.json says), and a `bert` model whose tokenizer.json model is Unigram
+/// (multilingual-e5-small, paraphrase-multilingual-*).
+pub fn is_ugm(config: &Value, tj: &Value) -> bool {
+    match config["model_type"].as_str() {
+        Some(super::arch::XLM_ROBERTA_MODEL_TYPE) => true,
+        Some("bert") => tj["model"]["type"].as_str() == Some("Unigram"),
+        _ => false,
+    }
+}
 
 /// Builds the vocabulary of the HF folder `dir`. `tj` is tokenizer.json, `tc`
 /// tokenizer_config.json (may be empty), `config` config.json; `tok` is the same tokenizer
 /// loaded by the `tokenizers` crate. Chat templates come from `dir`'s template files too.
 ///
-/// Errors: a tokenizer model other than BPE/WordPiece, a probe hash missing from the table, or
-/// an unreadable chat template.
+/// Errors: a tokenizer model other than BPE/WordPiece (or XLM-R's Unigram, [`is_ugm`]), a probe
+/// hash missing from the table, or an unreadable chat template.
 pub fn build(
     dir: &std::path::Path,
     tj: &Value,
@@ -34,6 +49,9 @@ pub fn build(
 ) -> Result<Vocab> {
     if config["model_type"].as_str() == Some(super::arch::GEMMA3_MODEL_TYPE) {
         return sentencepiece::build(dir, tj, tc, config);
+    }
+    if is_ugm(config, tj) {
+        return ugm::build(dir, tj, tc, config);
     }
     // llama.cpp's converter reads a phi3 vocabulary from tokenizer.json only for
     // GPT2Tokenizer (Phi-4, Phi-4-mini); otherwise from tokenizer.model as SentencePiece

@@ -10,8 +10,8 @@ use serde_json::Value;
 /// Tokenizer metadata ready to write.
 #[derive(Clone, Debug, Default)]
 pub struct Vocab {
-    /// `tokenizer.ggml.model`: `gpt2` (byte-level BPE), `bert` (WordPiece) or `llama`
-    /// (SentencePiece).
+    /// `tokenizer.ggml.model`: `gpt2` (byte-level BPE), `bert` (WordPiece), `llama`
+    /// (SentencePiece) or `t5` (SentencePiece Unigram, llama.cpp's UGM).
     pub model: String,
     /// `tokenizer.ggml.pre`.
     pub pre: String,
@@ -39,6 +39,11 @@ pub struct Vocab {
     /// `SpecialVocab._parse_normalizer`: `Lowercase`, `BertNormalizer.lowercase`, or inside a
     /// `Sequence`).
     pub normalizer_lowercase: Option<bool>,
+    /// `tokenizer.ggml.remove_extra_whitespaces` (UGM), from the SentencePiece normalizer.
+    pub remove_extra_whitespaces: Option<bool>,
+    /// `tokenizer.ggml.precompiled_charsmap` (UGM): the SentencePiece normalizer's compiled
+    /// table, verbatim.
+    pub precompiled_charsmap: Option<Vec<u8>>,
     /// Disagreements between the sources, reported (not fatal).
     pub notes: Vec<String>,
     /// Cases GGUF cannot express: the conversion must stop.

@@ -39,6 +39,11 @@ pub fn hparams(config: &Json, a: Arch) -> Result<Vec<(String, Value)>> {
             continue;
         }
         if let Some(n) = field(config, name).and_then(Json::as_u64) {
+            let n = if key == llm::CONTEXT_LENGTH {
+                n.saturating_sub(xlmr_position_offset(config))
+            } else {
+                n
+            };
             put(key, Value::U32(n as u32));
         }
     }
@@ -98,6 +103,19 @@ pub fn hparams(config: &Json, a: Arch) -> Result<Vec<(String, Value)>> {
         );
     }
     Ok(out)
+}
+
+/// XLM-RoBERTa's position offset read from config.json here, apart from the converter's table:
+/// HF numbers positions from `pad_token_id + 1` (transformers `XLMRobertaEmbeddings`), and
+/// llama.cpp's file starts its table there, so its context is shorter by as many rows.
+fn xlmr_position_offset(config: &Json) -> u64 {
+    match (
+        field(config, "model_type").and_then(Json::as_str),
+        field(config, "pad_token_id").and_then(Json::as_u64),
+    ) {
+        (Some("xlm-roberta"), Some(pad)) => pad + 1,
+        _ => 0,
+    }
 }
 
 /// phi3's own keys from config.json (`conversion/phi.py`): `rope.dimension_count =

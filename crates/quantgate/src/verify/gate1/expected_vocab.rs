@@ -7,7 +7,8 @@
 //!
 //! Rules are gguf-py's (`gguf/vocab.py` `SpecialVocab`) and llama.cpp's converter's
 //! (`conversion/base.py` `get_vocab_base`, `BertModel.set_vocab`):
-//! * `tokenizer.ggml.model`: `gpt2` for a BPE model, `bert` for WordPiece.
+//! * `tokenizer.ggml.model`: `gpt2` for a BPE model, `bert` for WordPiece, `t5` for
+//!   SentencePiece Unigram (XLM-R; `super::expected_ugm`).
 //! * tokens by id, ids without a token padded to config.json's `vocab_size` as `[PAD{id}]`
 //!   (type 5, unused); added tokens are control (3) when special or special-looking, else
 //!   user-defined (4); every other token is normal (1). WordPiece tokens take the
@@ -52,9 +53,10 @@ pub fn tokenizer_keys(
     let wordpiece = match tok.get_model() {
         ModelWrapper::BPE(_) => false,
         ModelWrapper::WordPiece(_) => true,
+        ModelWrapper::Unigram(_) => return unigram_keys(dir, tok, tc, config),
         _ => {
             return Err(anyhow!(
-                "tokenizer.json: model.type is neither BPE nor WordPiece"
+                "tokenizer.json: model.type is neither BPE, WordPiece nor Unigram"
             ))
         }
     };
@@ -111,6 +113,31 @@ fn sentencepiece_keys(
     let (tokens, _) = tokens(tok, config, false);
     let n_vocab = tokens.len() as u32;
     out.push((k::TOKENS.to_string(), strings(tokens)));
+    for (kind, id) in special_ids(tok, tc) {
+        if id < n_vocab {
+            out.push((k::special_id(kind), Value::U32(id)));
+        }
+    }
+    if let Some(t) = default_chat_template(dir, tc)? {
+        out.push((k::CHAT_TEMPLATE.to_string(), Value::string(t)));
+    }
+    Ok(out)
+}
+
+/// The keys of a SentencePiece-Unigram folder (XLM-R, `t5`): [`super::expected_ugm::keys`],
+/// the special ids and the chat template.
+fn unigram_keys(
+    dir: &Path,
+    tok: &tokenizers::Tokenizer,
+    tc: &Json,
+    config: &Json,
+) -> Result<Vec<(String, Value)>> {
+    let tj = reference::read_json(&dir.join("tokenizer.json"))?;
+    let mut out = super::expected_ugm::keys(tok, &tj, config)?;
+    let n_vocab = match out.iter().find(|(key, _)| key == k::TOKENS) {
+        Some((_, Value::Array(_, t))) => t.len() as u32,
+        _ => 0,
+    };
     for (kind, id) in special_ids(tok, tc) {
         if id < n_vocab {
             out.push((k::special_id(kind), Value::U32(id)));

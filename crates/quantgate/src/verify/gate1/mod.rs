@@ -7,6 +7,7 @@
 
 mod common;
 pub mod expected;
+pub mod expected_ugm;
 pub mod expected_vocab;
 pub mod file_type;
 pub mod generated;

@@ -440,8 +440,9 @@ pub fn check_tensors(
         };
         let src = &hf.tensors[members[0]];
         let stacked = (members.len() > 1).then_some(members.len());
+        let skip = arch::rows_dropped(&hf.config, &info.name);
         let Some(ne_src) = members_agree(hf, info, members, blockers)
-            .then(|| matching_ne(info, src, stacked, blockers))
+            .then(|| matching_ne(info, src, (stacked, skip), blockers))
             .flatten()
         else {
             continue;
@@ -630,10 +631,13 @@ fn reference_sources(
 fn matching_ne(
     info: &CTensorInfo,
     src: &SourceTensor,
-    stacked: Option<usize>,
+    (stacked, skip): (Option<usize>, usize),
     blockers: &mut Vec<Blocker>,
 ) -> Option<Vec<i64>> {
     let mut ne_src: Vec<i64> = src.shape.iter().rev().map(|d| *d as i64).collect();
+    if skip > 0 && ne_src.len() == 2 {
+        ne_src[1] -= skip as i64;
+    }
     ne_src.extend(stacked.map(|n| n as i64));
     if ne_src.len() > info.ne.len() {
         blockers.push(Blocker::new(
@@ -685,6 +689,11 @@ fn expected_bytes(
     let mut x = Vec::new();
     for &j in members {
         x.extend(maps.load_f32(j)?);
+    }
+    // XLM-R's position table starts at row pad_token_id + 1 in the file.
+    let skip = arch::rows_dropped(&hf.config, &info.name) * ne_src[0] as usize;
+    if skip > 0 {
+        x.drain(..skip.min(x.len()));
     }
     // gemma3 norms are stored as 1 + w (the shared arch table states it once).
     let shift = a.norm_shift(&info.name);
