@@ -10,7 +10,8 @@ scripts/fetch-models.sh
 # Each fixture script through scripts/fixture.sh: its outputs cached outside the clone by sha256
 # of what decides them (restored on a second clone, e.g. CI).
 for f in smollm2-fixture qwen2-fixture qwen3-embedding-fixture mlx-fixtures quant-fixtures \
-  gemma3-fixture v5-fixtures llama3-fixture qwen3moe-fixture phi3-fixture xlmr-fixture; do
+  gemma3-fixture v5-fixtures llama3-fixture qwen3moe-fixture phi3-fixture xlmr-fixture \
+  xlmr-seeded-fixture; do
   scripts/fixture.sh "build-$f.sh"
 done
 # Build every test target once (not the examples: debugging tools no test runs), then run each test executable from its package folder (as

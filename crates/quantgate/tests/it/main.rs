@@ -34,3 +34,4 @@ mod trust2;
 mod verify_causal;
 mod verify_embeddings;
 mod verify_qwen2;
+mod xlmr;
