@@ -176,6 +176,9 @@ pub struct Protocol {
     /// `verify::quality`); files of an ftype without one are reported only.
     #[serde(default)]
     pub budget: Option<Budgets>,
+    /// Gate 2's tokenizer stress (`verify::stress_gate`); the built-in declaration when absent.
+    #[serde(default)]
+    pub stress: Option<crate::verify::stress_gate::StressDeclaration>,
     pub inputs: Vec<Input>,
     pub models: Vec<ModelSpec>,
     pub steps: Vec<Step>,

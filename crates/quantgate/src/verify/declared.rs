@@ -157,6 +157,8 @@ pub fn check_budgets(budgets: &Budgets) -> std::result::Result<Vec<Budget>, Vec<
 pub struct Declarations {
     pub thresholds: Option<DeclaredThresholds>,
     pub budget: Option<Budgets>,
+    /// `[stress]`: Gate 2's generated tokenizer cases; the built-in declaration when absent.
+    pub stress: Option<super::stress_gate::StressDeclaration>,
 }
 
 impl Declarations {
@@ -173,6 +175,9 @@ impl Declarations {
         let mut problems = d.thresholds.clone().unwrap_or_default().problems(false);
         if let Some(b) = &d.budget {
             problems.extend(check_budgets(b).err().unwrap_or_default());
+        }
+        if let Some(s) = &d.stress {
+            problems.extend(s.problems());
         }
         anyhow::ensure!(
             problems.is_empty(),

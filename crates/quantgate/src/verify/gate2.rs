@@ -11,7 +11,10 @@ use super::sources::{Findings, Sources};
 use super::thresholds::{
     judge, logits_checks, long_context_checks, routing_blocker, vector_checks, Thresholds,
 };
-use super::{corpus, logits, long_context, quality, stored, tokenizer, vectors, VerifyOptions};
+use super::{
+    corpus, logits, long_context, quality, stored, stress, stress_gate, tokenizer, vectors,
+    VerifyOptions,
+};
 use crate::source::arch::Arch;
 
 /// Gate 2's typed section.
@@ -82,6 +85,32 @@ fn gate2_tokenizer(
     Ok(tr)
 }
 
+/// Gate 2 tokenizer stress: the declared generated cases in the first mode the fixed texts
+/// matched in (none matched: already NO-GO, nothing run), judged per class.
+fn gate2_stress(
+    opts: &VerifyOptions,
+    s: &Sources,
+    model: &llama_runtime::Model,
+    tr: &mut tokenizer::TokenizerReport,
+    f: &mut Findings,
+) -> Result<()> {
+    let Some(mode) = tr.matching_modes.first().copied() else {
+        return Ok(());
+    };
+    let decl = match &opts.protocol {
+        Some(p) => super::declared::Declarations::read(p)?
+            .stress
+            .unwrap_or_default(),
+        None => stress_gate::StressDeclaration::default(),
+    };
+    let specials = stress::special_texts_of(&s.tok.json);
+    crate::progress::report("gate 2 tokenizer stress", 0, 1);
+    let r = stress_gate::check(&s.tok.tokenizer, &specials, model, mode, &decl)?;
+    stress_gate::judge(&r, &mut f.blockers);
+    tr.stress = Some(r);
+    Ok(())
+}
+
 /// Gate 2 vectors of an embedding model: thresholds, then the pooling llama.cpp applied.
 fn gate2_vectors(
     opts: &VerifyOptions,
@@ -92,6 +121,16 @@ fn gate2_vectors(
     t: &Thresholds,
     f: &mut Findings,
 ) -> Result<Option<vectors::VectorReport>> {
+    // Retrieval texts with a known tokenizer divergence are left out, as corpus texts are.
+    let retrieval =
+        vectors::Retrieval::built_in(|t| tokenizer::known_divergence(&s.tok.json, t).is_none());
+    if !retrieval.skipped.is_empty() {
+        f.notes.push(format!(
+            "retrieval: {} of the built-in queries and documents left out for a known tokenizer divergence (Hangul on a WordPiece vocabulary, …): {:?}",
+            retrieval.skipped.len(),
+            retrieval.skipped
+        ));
+    }
     // Block-quantized (not MLX): llama.cpp on the F32 expansion against the reference on the
     // same stored values, as for logits; the file as shipped against the source is a note.
     let stored = match s.expansion() {
@@ -100,7 +139,13 @@ fn gate2_vectors(
     };
     if stored.is_some() {
         let source_ref = vectors::RefModel::load(&opts.hf_dir, s.arch)?;
-        if let Ok(q) = vectors::check(model, params, &source_ref, &s.tok.tokenizer, gated) {
+        if let Ok(q) = vectors::check(
+            model,
+            params,
+            &source_ref,
+            &s.tok.tokenizer,
+            (gated, &retrieval),
+        ) {
             f.notes.push(format!(
                 "quality against the source (vectors of the file as shipped vs the reference on the HF weights; reported, not judged): min cosine {:.6}, top-1 identical {}/{}",
                 q.min_cosine, q.top1_identical, q.queries
@@ -119,7 +164,13 @@ fn gate2_vectors(
         }
         None => (model, vectors::RefModel::load(&opts.hf_dir, s.arch)?),
     };
-    let v = match vectors::check(model, params, &reference, &s.tok.tokenizer, gated) {
+    let v = match vectors::check(
+        model,
+        params,
+        &reference,
+        &s.tok.tokenizer,
+        (gated, &retrieval),
+    ) {
         Ok(v) => v,
         Err(e) if is_no_pooled_embedding(&e) => {
             f.blockers.push(Blocker::new(
@@ -321,8 +372,10 @@ pub(super) fn run(
         Err(e) => return Err(e.into()),
     };
     let texts = gate2_texts(opts)?;
+    let mut tr = gate2_tokenizer(s, &model, &texts, f)?;
+    gate2_stress(opts, s, &model, &mut tr, f)?;
     let mut g2 = Gate2 {
-        tokenizer: Some(gate2_tokenizer(s, &model, &texts, f)?),
+        tokenizer: Some(tr),
         ..Gate2::default()
     };
     if s.vocab_only {

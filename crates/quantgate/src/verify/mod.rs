@@ -27,6 +27,7 @@ pub mod routing;
 mod sources;
 pub mod stored;
 pub mod stress;
+pub mod stress_gate;
 mod thresholds;
 pub mod tokenizer;
 pub mod vectors;

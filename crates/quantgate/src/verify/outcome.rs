@@ -94,6 +94,9 @@ pub enum BlockerCode {
     NonFinite,
     /// Gate 2: no add_special × parse_special mode matches HF on every text.
     TokenizerNoMode,
+    /// Gate 2: generated texts of a class declared a blocker give other ids than HF
+    /// (`verify::stress_gate`).
+    TokenizerStress,
     /// Gate 2: embedding cosine below the threshold.
     VectorsCosine,
     /// Gate 2: retrieval top-1 agreement below the threshold.
@@ -152,8 +155,8 @@ impl BlockerCode {
             | AffineValues
             | FallbackBits => 1,
             QualityBudget | LlamaLoad | ArchitectureMismatch | NonFinite | TokenizerNoMode
-            | VectorsCosine | VectorsTop1 | VectorsPooling | LogitsNotMeasured | LogitsCosine
-            | LogitsTop1 | LogitsKld | ExpertRouting => 2,
+            | TokenizerStress | VectorsCosine | VectorsTop1 | VectorsPooling
+            | LogitsNotMeasured | LogitsCosine | LogitsTop1 | LogitsKld | ExpertRouting => 2,
             ReleaseFiles | ReleaseSha256 | ReleaseNotVerified | ReleaseRemeasure
             | ReleaseReport | ReleaseGates12 => 3,
         }

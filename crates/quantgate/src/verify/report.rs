@@ -101,6 +101,40 @@ fn gate2_tokenizer(s: &mut String, r: &VerifyReport) {
                 first.replace('|', "\\|").replace('\n', "\\n")
             );
         }
+        if let Some(st) = &t.stress {
+            stress_table(s, st);
+        }
+    }
+}
+
+/// The generated-case counts per class, with the first mismatch's ids and pieces.
+fn stress_table(s: &mut String, st: &super::stress_gate::StressReport) {
+    let _ = writeln!(
+        s,
+        "\n### Generated cases (seed {}, {} per class, `{}` vocabulary, {})\n\n| class | declared | matched | first mismatch: HF / llama.cpp |\n|---|---|---|---|",
+        st.seed, st.per_class, st.tokenizer_model, st.mode
+    );
+    for c in &st.classes {
+        let first = c
+            .result
+            .first_mismatch
+            .as_ref()
+            .map(|m| {
+                format!(
+                    "{:?}: {:?} {:?} / {:?} {:?}",
+                    m.text, m.hf_ids, m.hf_pieces, m.llama_ids, m.llama_pieces
+                )
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "| {:?} | {:?} | {}/{} | {} |",
+            c.result.class,
+            c.severity,
+            c.result.matched,
+            c.result.cases,
+            first.replace('|', "\\|").replace('\n', "\\n")
+        );
     }
 }
 

@@ -1,10 +1,8 @@
-//! Gate 2 tokenizer stress (issue 29, in progress): generated texts by class, from a seed, in
-//! the spirit of llama.cpp's `tests/test-tokenizer-random.py` (every vocabulary word alone,
-//! random Unicode, edge cases). The same seed gives the same cases on every machine
-//! (ChaCha8, no thread or hash-order dependence).
-//!
-//! Not yet gated: [`run`] measures per class how many cases give HF's ids, and keeps the first
-//! mismatch of each class with its ids and pieces.
+//! Gate 2 tokenizer stress: generated texts by class, from a seed, in the spirit of llama.cpp's
+//! `tests/test-tokenizer-random.py` (every vocabulary word alone, random Unicode, edge cases).
+//! The same seed gives the same cases on every machine (ChaCha8, no thread or hash-order
+//! dependence). [`run`] measures per class how many cases give HF's ids, and keeps the first
+//! mismatch of each class with its ids and pieces; [`super::stress_gate`] judges them.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -116,6 +114,19 @@ fn special_texts(specials: &[String]) -> Vec<String> {
     out
 }
 
+/// The texts of tokenizer.json's added tokens marked special (the first 8), for
+/// [`StressClass::SpecialText`].
+pub fn special_texts_of(tj: &serde_json::Value) -> Vec<String> {
+    tj["added_tokens"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["special"] == true)
+        .filter_map(|t| t["content"].as_str().map(str::to_string))
+        .take(8)
+        .collect()
+}
+
 /// The generated cases: every vocabulary entry of `hf` (its decode of each id, skipping
 /// empty texts), `per_class` texts of each random class from `seed`, the NFD forms of the
 /// Hangul and Latin-with-marks texts, and `specials` (special-token texts) with near-misses.
@@ -129,13 +140,14 @@ pub fn generate(hf: &HfTokenizer, specials: &[String], seed: u64, per_class: usi
     cases
 }
 
-/// Each vocabulary entry's text on its own (HF's decode of the one id; empty texts skipped).
+/// Each vocabulary entry's text on its own (HF's decode of the one id; empty texts skipped, and
+/// texts with a NUL, which `llama_runtime::Model::tokenize` refuses: no user types one).
 pub fn vocab_cases(hf: &HfTokenizer) -> Vec<Case> {
     let mut cases = Vec::new();
     let n_vocab = hf.inner().get_vocab_size(true) as u32;
     for id in 0..n_vocab {
         if let Ok(text) = hf.inner().decode(&[id], false) {
-            if !text.is_empty() {
+            if !text.is_empty() && !text.contains('\0') {
                 cases.push(Case {
                     class: StressClass::VocabEntry,
                     text,

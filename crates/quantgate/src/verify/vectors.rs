@@ -40,6 +40,51 @@ pub fn top1(q: &[f32], docs: &[Vec<f32>]) -> usize {
     best.0
 }
 
+/// The retrieval set a vector check compares on: the built-in queries and documents whose
+/// texts both sides can tokenize alike.
+#[derive(Clone, Debug)]
+pub struct Retrieval {
+    /// (query, index of its document in [`RETRIEVAL_DOCS`]).
+    pub queries: Vec<(String, usize)>,
+    /// (index in [`RETRIEVAL_DOCS`], document).
+    pub docs: Vec<(usize, String)>,
+    /// Texts left out because `comparable` refused them (a known tokenizer divergence): a
+    /// document, and every query whose document it is, or a query on its own.
+    pub skipped: Vec<String>,
+}
+
+impl Retrieval {
+    /// The built-in set without the texts `comparable` refuses.
+    pub fn built_in(comparable: impl Fn(&str) -> bool) -> Retrieval {
+        let mut skipped = Vec::new();
+        let docs: Vec<(usize, String)> = RETRIEVAL_DOCS
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| comparable(d) || !skipped_push(&mut skipped, d))
+            .map(|(i, d)| (i, d.to_string()))
+            .collect();
+        let queries = RETRIEVAL_QUERIES
+            .iter()
+            .filter(|(q, doc)| {
+                (comparable(q) && docs.iter().any(|(i, _)| i == doc))
+                    || !skipped_push(&mut skipped, q)
+            })
+            .map(|(q, doc)| (q.to_string(), *doc))
+            .collect();
+        Retrieval {
+            queries,
+            docs,
+            skipped,
+        }
+    }
+}
+
+/// Records `t` as skipped; always true (so a filter can call it on its way out).
+fn skipped_push(skipped: &mut Vec<String>, t: &str) -> bool {
+    skipped.push(t.to_string());
+    true
+}
+
 /// A reference embedder: BERT or a decoder with sentence-transformers pooling.
 pub enum RefModel {
     Bert(reference::bert::Bert, Pooling),
@@ -135,6 +180,9 @@ pub struct VectorReport {
     /// Cosine per embedded text, in corpus order (texts, then queries, then documents).
     #[serde(default, deserialize_with = "crate::serde_nan::vec_f64")]
     pub per_text_cosine: Vec<f64>,
+    /// Retrieval texts left out for a known tokenizer divergence ([`Retrieval::skipped`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retrieval_skipped: Vec<String>,
     /// Where a NaN or infinite value appeared (`llama.cpp embedding of "TEXT"`, `reference
     /// embedding of …`): each is a blocker. Absent from the JSON when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -154,14 +202,14 @@ pub fn check(
     params: &ContextParams,
     reference: &RefModel,
     hf: &reference::tokenizer::HfTokenizer,
-    texts: &[String],
+    (texts, retrieval): (&[String], &Retrieval),
 ) -> Result<VectorReport> {
     let mut ctx = Context::new(model, params.clone())?;
     let all: Vec<String> = texts
         .iter()
         .cloned()
-        .chain(RETRIEVAL_QUERIES.iter().map(|q| q.0.to_string()))
-        .chain(RETRIEVAL_DOCS.iter().map(|d| d.to_string()))
+        .chain(retrieval.queries.iter().map(|q| q.0.clone()))
+        .chain(retrieval.docs.iter().map(|d| d.1.clone()))
         .collect();
     // The reference embeds every text in one pass over its weights.
     let hf_ids = all
@@ -212,12 +260,12 @@ pub fn check(
         n += 1;
         vecs.push((l, r));
     }
-    let nq = RETRIEVAL_QUERIES.len();
+    let nq = retrieval.queries.len();
     let base = texts.len();
-    let docs_l: Vec<Vec<f32>> = (0..RETRIEVAL_DOCS.len())
+    let docs_l: Vec<Vec<f32>> = (0..retrieval.docs.len())
         .map(|i| vecs[base + nq + i].0.clone())
         .collect();
-    let docs_r: Vec<Vec<f32>> = (0..RETRIEVAL_DOCS.len())
+    let docs_r: Vec<Vec<f32>> = (0..retrieval.docs.len())
         .map(|i| vecs[base + nq + i].1.clone())
         .collect();
     let mut same = 0;
@@ -225,7 +273,8 @@ pub fn check(
     for qi in 0..nq {
         let tl = top1(&vecs[base + qi].0, &docs_l);
         let tr = top1(&vecs[base + qi].1, &docs_r);
-        llama_top1.push(tl);
+        // As an index of the built-in documents.
+        llama_top1.push(retrieval.docs[tl].0);
         same += (tl == tr) as usize;
     }
     Ok(VectorReport {
@@ -240,6 +289,7 @@ pub fn check(
         llama_pooling: ctx.pooling_type(),
         per_text_cosine: per_text,
         llama_ms_per_text: ms / n as f64,
+        retrieval_skipped: retrieval.skipped.clone(),
         non_finite: bad,
     })
 }

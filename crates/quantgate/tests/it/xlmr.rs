@@ -23,13 +23,11 @@ fn converted(name: &str, outtype: OutType, dir: &Path) -> PathBuf {
 /// Verifies and requires GO; returns the vector report.
 fn go(name: &str, gguf: &Path) -> verify::vectors::VectorReport {
     let r = common::verify_with(&common::hf(name), gguf, None);
+    assert_eq!(r.verdict, verify::Verdict::Go, "{name}: {:?}", r.blockers);
     assert_eq!(
-        r.verdict,
-        verify::Verdict::Go,
-        "{name}: {:?}",
-        r.blockers
+        r.gate1.bit_identical, r.gate1.tensors,
+        "{name}: Gate 1 tensors"
     );
-    assert_eq!(r.gate1.bit_identical, r.gate1.tensors, "{name}: Gate 1 tensors");
     let v = r.gate2_vectors.clone().unwrap();
     eprintln!(
         "{name} {}: min cosine {:.7}, top-1 identical {}/{}, llama.cpp top-1 {:?}",
@@ -49,7 +47,8 @@ fn go(name: &str, gguf: &Path) -> verify::vectors::VectorReport {
 /// sha256 recorded by scripts/record-peer-files.sh.
 #[test]
 fn xlmr_f16_files_equal_convert_hf_to_gguf() {
-    let peer = common::json(&common::repo().join("crates/quantgate/tests/fixtures/peer-files.json"));
+    let peer =
+        common::json(&common::repo().join("crates/quantgate/tests/fixtures/peer-files.json"));
     let tmp = tempfile::tempdir().unwrap();
     for name in ["bge-m3-2L-seeded", "multilingual-e5-base-2L-seeded"] {
         let out = converted(name, OutType::F16, tmp.path());
@@ -82,14 +81,25 @@ fn bge_m3_keys_are_the_ugm_layout() {
     // CLS pooling (llama.cpp LLAMA_POOLING_TYPE_CLS = 2).
     assert_eq!(m("bert.pooling_type"), Value::U32(2));
     assert_eq!(m("tokenizer.ggml.add_space_prefix"), Value::Bool(true));
-    assert_eq!(m("tokenizer.ggml.remove_extra_whitespaces"), Value::Bool(true));
+    assert_eq!(
+        m("tokenizer.ggml.remove_extra_whitespaces"),
+        Value::Bool(true)
+    );
     let tokens = m("tokenizer.ggml.tokens");
     let t = tokens.as_array().unwrap();
     assert_eq!(t.len(), 250002);
     let s = |i: usize| t[i].as_str().unwrap().to_string();
     assert_eq!(
         [s(0), s(1), s(2), s(3), s(4), s(35378), s(250001)],
-        ["<s>", "<pad>", "</s>", "<unk>", ",", "▁Hello", "[PAD250000]"]
+        [
+            "<s>",
+            "<pad>",
+            "</s>",
+            "<unk>",
+            ",",
+            "▁Hello",
+            "[PAD250000]"
+        ]
     );
     let charsmap = m("tokenizer.ggml.precompiled_charsmap");
     // sentencepiece 0.2.3's nmt_nfkc, the fixture's (testdata/xlmr/PROVENANCE.md).
@@ -148,7 +158,9 @@ fn xlmr_tampers_are_no_go() {
             if k != key {
                 return;
             }
-            let Value::Array(_, items) = v else { panic!("{k}") };
+            let Value::Array(_, items) = v else {
+                panic!("{k}")
+            };
             items[i] = match &items[i] {
                 Value::U8(b) => Value::U8(b ^ 1),
                 Value::F32(x) => Value::F32(x - 0.5),
