@@ -187,24 +187,10 @@ fn limitations(s: &mut String, r: &ReleaseReport) {
         .iter()
         .filter_map(|f| f.verify.gate2_tokenizer.as_ref())
     {
-        let stress = t.stress.iter().flat_map(|st| {
-            st.classes
-                .iter()
-                .filter(|c| {
-                    c.severity == crate::verify::stress_gate::Severity::Limitation
-                        && c.result.matched < c.result.cases
-                })
-                .map(|c| {
-                    format!(
-                        "{} ({}/{} generated {:?} texts give HF's ids, seed {})",
-                        crate::verify::stress_gate::advice(c.result.class, &st.tokenizer_model),
-                        c.result.matched,
-                        c.result.cases,
-                        c.result.class,
-                        st.seed
-                    )
-                })
-        });
+        let stress = t
+            .stress
+            .iter()
+            .flat_map(crate::verify::stress_gate::card_lines);
         for l in t.limitations.iter().map(|l| l.to_string()).chain(stress) {
             if !seen.contains(&l) {
                 seen.push(l);

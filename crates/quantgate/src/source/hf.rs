@@ -90,13 +90,15 @@ pub const SIDE_FILES: &[&str] = &[
 ];
 
 /// Every input file of the HF folder `dir` that is present: the [`SIDE_FILES`], the
-/// SentencePiece model (`tokenizer.model`) and the safetensors shards (as the reference reads
+/// SentencePiece models (`tokenizer.model`; XLM-R's `sentencepiece.bpe.model`) and the
+/// safetensors shards (as the reference reads
 /// them), in that order. What `verify` hashes before measuring.
 ///
 /// Errors: a path that cannot be examined (a symlink loop, a permission error).
 pub fn input_files(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
     let mut out = Vec::new();
-    for name in SIDE_FILES.iter().copied().chain(["tokenizer.model"]) {
+    let spm = ["tokenizer.model", "sentencepiece.bpe.model"];
+    for name in SIDE_FILES.iter().copied().chain(spm) {
         let p = dir.join(name);
         if crate::paths::present(&p)? {
             out.push(p);

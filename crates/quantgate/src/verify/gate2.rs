@@ -105,7 +105,8 @@ fn gate2_stress(
     };
     let specials = stress::special_texts_of(&s.tok.json);
     crate::progress::report("gate 2 tokenizer stress", 0, 1);
-    let r = stress_gate::check(&s.tok.tokenizer, &specials, model, mode, &decl)?;
+    let hf = (&s.tok.tokenizer, &s.tok.json);
+    let r = stress_gate::check(hf, &specials, model, mode, &decl)?;
     stress_gate::judge(&r, &mut f.blockers);
     tr.stress = Some(r);
     Ok(())

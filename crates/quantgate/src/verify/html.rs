@@ -151,9 +151,49 @@ pub(crate) fn verify_section(r: &VerifyReport) -> Result<String> {
             q.ppl.as_ref().map_or(String::new(), |p| format!(", PPL ratio {:.4}", p.ratio))
         );
     }
+    stress_html(&mut s, r);
     blockers_html(&mut s, r);
     s += &verify_charts(r)?;
     Ok(s)
+}
+
+/// Gate 2's generated tokenizer cases per class, if they ran.
+fn stress_html(s: &mut String, r: &VerifyReport) {
+    let Some(st) = r.gate2_tokenizer.as_ref().and_then(|t| t.stress.as_ref()) else {
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "<p>Gate 2 tokenizer stress (seed {}, {} per class, <code>{}</code> vocabulary):</p>\n<table><tr><th>class</th><th>declared</th><th>matched</th><th>known cause</th><th>first mismatch</th></tr>",
+        st.seed,
+        st.per_class,
+        escape(&st.tokenizer_model)
+    );
+    for c in &st.classes {
+        let shown = c.result.first_unexplained.as_ref();
+        let first = shown
+            .or(c.result.first_mismatch.as_ref())
+            .map_or(String::new(), |m| {
+                format!(
+                    "{:?}: HF {:?}, llama.cpp {:?}",
+                    m.text, m.hf_pieces, m.llama_pieces
+                )
+            });
+        // A long word's pieces would fill the page: the start says enough.
+        let first: String = first.chars().take(300).collect();
+        let known = c.result.explained.values().sum::<usize>();
+        let _ = writeln!(
+            s,
+            "<tr><td>{:?}</td><td>{:?}</td><td>{}/{}</td><td>{}</td><td>{}</td></tr>",
+            c.result.class,
+            c.severity,
+            c.result.matched,
+            c.result.cases,
+            known,
+            escape(&first)
+        );
+    }
+    s.push_str("</table>\n");
 }
 
 /// `report.html` of `quantgate verify`.

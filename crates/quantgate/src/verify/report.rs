@@ -111,14 +111,16 @@ fn gate2_tokenizer(s: &mut String, r: &VerifyReport) {
 fn stress_table(s: &mut String, st: &super::stress_gate::StressReport) {
     let _ = writeln!(
         s,
-        "\n### Generated cases (seed {}, {} per class, `{}` vocabulary, {})\n\n| class | declared | matched | first mismatch: HF / llama.cpp |\n|---|---|---|---|",
+        "\n### Generated cases (seed {}, {} per class, `{}` vocabulary, {})\n\n| class | declared | matched | known cause | first mismatch: HF / llama.cpp |\n|---|---|---|---|---|",
         st.seed, st.per_class, st.tokenizer_model, st.mode
     );
     for c in &st.classes {
+        // The first difference without a known cause, else the first one.
         let first = c
             .result
-            .first_mismatch
+            .first_unexplained
             .as_ref()
+            .or(c.result.first_mismatch.as_ref())
             .map(|m| {
                 format!(
                     "{:?}: {:?} {:?} / {:?} {:?}",
@@ -126,13 +128,20 @@ fn stress_table(s: &mut String, st: &super::stress_gate::StressReport) {
                 )
             })
             .unwrap_or_default();
+        let known: Vec<String> = c
+            .result
+            .explained
+            .iter()
+            .map(|(d, n)| format!("{n} {d:?}"))
+            .collect();
         let _ = writeln!(
             s,
-            "| {:?} | {:?} | {}/{} | {} |",
+            "| {:?} | {:?} | {}/{} | {} | {} |",
             c.result.class,
             c.severity,
             c.result.matched,
             c.result.cases,
+            known.join(", "),
             first.replace('|', "\\|").replace('\n', "\\n")
         );
     }

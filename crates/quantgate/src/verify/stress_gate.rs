@@ -111,7 +111,7 @@ pub struct StressReport {
 ///
 /// Errors: an HF tokenizer failure, naming the text.
 pub fn check(
-    hf: &HfTokenizer,
+    (hf, tj): (&HfTokenizer, &serde_json::Value),
     specials: &[String],
     model: &llama_runtime::Model,
     mode: Mode,
@@ -129,7 +129,12 @@ pub fn check(
         .get(&tokenizer_model)
         .cloned()
         .unwrap_or_default();
-    let classes = stress::run(hf, &cases, &tokenize)?
+    let explain = |t: &str, h: &[u32], l: &[i32]| {
+        use super::tokenizer::{explained_divergence, whole_word_for_merges, Divergence};
+        explained_divergence(hf, tj, t)
+            .or_else(|| whole_word_for_merges(hf, tj, h, l).then_some(Divergence::IgnoreMerges))
+    };
+    let classes = stress::run(hf, &cases, &tokenize, &explain)?
         .into_iter()
         .map(|result| JudgedClass {
             severity: if limited.contains(&result.class) {
@@ -149,21 +154,51 @@ pub fn check(
     })
 }
 
-/// One blocker per blocker class with a mismatch, naming its first case's ids and pieces.
+/// One blocker per blocker class with a mismatch of no known cause, naming its first such
+/// case's ids and pieces.
 pub fn judge(r: &StressReport, blockers: &mut Vec<Blocker>) {
     for c in r.classes.iter().filter(|c| c.severity == Severity::Blocker) {
-        let Some(m) = &c.result.first_mismatch else {
+        let Some(m) = &c.result.first_unexplained else {
             continue;
         };
         blockers.push(Blocker::new(
             BlockerCode::TokenizerStress,
             &format!("{:?}", c.result.class),
             format!(
-                "{}/{} generated cases give HF's ids (seed {}); first: {:?}: HF {:?} {:?}, llama.cpp {:?} {:?}",
-                c.result.matched, c.result.cases, r.seed, m.text, m.hf_ids, m.hf_pieces, m.llama_ids, m.llama_pieces
+                "{}/{} generated cases give HF's ids, {} differ for no known cause (seed {}); first: {:?}: HF {:?} {:?}, llama.cpp {:?} {:?}",
+                c.result.matched, c.result.cases, c.result.unexplained(), r.seed, m.text, m.hf_ids, m.hf_pieces, m.llama_ids, m.llama_pieces
             ),
         ));
     }
+}
+
+/// The model card's lines for `r`: each limitation class that mismatched, with its advice,
+/// and each known cause behind mismatches in any class, with its count.
+pub fn card_lines(r: &StressReport) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in &r.classes {
+        let res = &c.result;
+        if c.severity == Severity::Limitation && res.matched < res.cases {
+            out.push(format!(
+                "{} ({}/{} generated {:?} texts give HF's ids, seed {})",
+                advice(res.class, &r.tokenizer_model),
+                res.matched,
+                res.cases,
+                res.class,
+                r.seed
+            ));
+        }
+        for (d, n) in &res.explained {
+            out.push(format!(
+                "{} ({n} of {} generated {:?} texts differ for this reason, seed {})",
+                d.why(),
+                res.cases,
+                res.class,
+                r.seed
+            ));
+        }
+    }
+    out
 }
 
 /// The model card's line for a limitation class that mismatched on tokenizer `model`.
@@ -174,7 +209,7 @@ pub fn advice(class: StressClass, model: &str) -> &'static str {
         (Hangul | MixedScripts, "bert") => "Hangul: llama.cpp's WordPiece decomposes syllables and finds jamo pieces where HF gives [UNK]",
         (Jamo, _) => "Hangul jamo typed on their own: llama.cpp gives <unk> for some jamo HF keeps as pieces",
         (LatinCombining, _) => "Latin letters with several combining marks: llama.cpp's UGM normalizer splits differently from HF's; normalize to NFC first",
-        (SpecialText, _) => "special tokens typed with lookalike characters (e.g. fullwidth ＜s＞): HF's NFKC turns them into the special token, llama.cpp keeps them as text",
+        (SpecialText, _) => "special tokens typed with lookalike characters (e.g. fullwidth ＜s＞): HF's normalizer turns them into the special token's text and its vocabulary matches it, llama.cpp keeps them as text",
         (LongWord, _) => "a word longer than 100 characters: HF's WordPiece gives one [UNK], llama.cpp splits it into pieces",
         (VocabEntry, "bert") => "a few vocabulary entries on their own (spacing combining marks): llama.cpp strips them as accents, HF keeps them",
         (VocabEntry, _) => "a few vocabulary entries on their own (control characters such as U+0085): llama.cpp and HF treat them differently",

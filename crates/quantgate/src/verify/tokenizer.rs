@@ -92,7 +92,7 @@ pub struct TokenizerReport {
 /// Why a text is measured and reported rather than gated: a difference between HF and
 /// llama.cpp that lies outside the conversion ([`known_divergence`], and tokenizer.json's
 /// Unicode normalization, which llama.cpp does not apply).
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "kebab-case")]
 pub enum Divergence {
     /// llama.cpp forces an end-of-generation text the vocabulary keeps as ordinary text to a
@@ -112,6 +112,10 @@ pub enum Divergence {
     /// WordPiece: a word longer than `max_input_chars_per_word` is one `[UNK]` in HF; llama.cpp
     /// has no such limit (and GGUF no field for it) and splits the word into pieces.
     LongWord,
+    /// BPE: llama.cpp's pre-tokenizer type for this model (llama3 and others) takes a word that is
+    /// one vocabulary entry whole (`ignore_merges`, no GGUF field), while tokenizer.json sets
+    /// `ignore_merges` false and HF builds the word from merges, which split it.
+    IgnoreMerges,
 }
 
 impl Divergence {
@@ -124,6 +128,7 @@ impl Divergence {
             Divergence::UnicodeNormalization => "tokenizer.json applies Unicode normalization, llama.cpp does not",
             Divergence::StrippedSpecial => "a special token marked lstrip/rstrip in tokenizer.json next to whitespace: HF drops the whitespace, llama.cpp (no GGUF field for it) keeps it",
             Divergence::LongWord => "WordPiece: a word longer than max_input_chars_per_word (100) is one [UNK] in HF; llama.cpp (no GGUF field for the limit) splits it into pieces",
+            Divergence::IgnoreMerges => "BPE: llama.cpp takes a word that is one vocabulary entry whole (its pre-tokenizer type ignores merges), while tokenizer.json's ignore_merges is false and HF's merges split the word",
         }
     }
 }
@@ -204,6 +209,62 @@ fn cut(t: &str) -> String {
         format!("{}…", t.chars().take(200).collect::<String>())
     } else {
         t.to_string()
+    }
+}
+
+/// Why llama.cpp's ids may differ from HF's on `text` for a reason outside the file: a
+/// [`known_divergence`], or tokenizer.json's Unicode normal form changing the text (HF's own
+/// normalizer run on it), which llama.cpp does not apply.
+pub fn explained_divergence(
+    hf: &HfTokenizer,
+    tj: &serde_json::Value,
+    text: &str,
+) -> Option<Divergence> {
+    if let Some(d) = known_divergence(tj, text) {
+        return Some(d);
+    }
+    if !unicode_normalizes(tj) {
+        return None;
+    }
+    let n = hf.inner().get_normalizer()?;
+    let mut s = tokenizers::NormalizedString::from(text);
+    use tokenizers::Normalizer as _;
+    (n.normalize(&mut s).is_ok() && s.get() != text).then_some(Divergence::UnicodeNormalization)
+}
+
+/// Whether llama.cpp's `ll` differs from HF's `hf` only where llama.cpp has one token whose text
+/// is HF's several pieces joined, in a BPE tokenizer.json whose `ignore_merges` is not true:
+/// [`Divergence::IgnoreMerges`].
+pub fn whole_word_for_merges(
+    hf: &HfTokenizer,
+    tj: &serde_json::Value,
+    hf_ids: &[u32],
+    ll: &[i32],
+) -> bool {
+    if tj["model"]["type"] != "BPE" || tj["model"]["ignore_merges"] == true {
+        return false;
+    }
+    let h: Vec<i64> = hf_ids.iter().map(|x| i64::from(*x)).collect();
+    let l: Vec<i64> = ll.iter().map(|x| i64::from(*x)).collect();
+    let pre = h.iter().zip(&l).take_while(|(a, b)| a == b).count();
+    let suf = h[pre..]
+        .iter()
+        .rev()
+        .zip(l[pre..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let (hm, lm) = (&h[pre..h.len() - suf], &l[pre..l.len() - suf]);
+    let text = |id: i64| {
+        u32::try_from(id)
+            .ok()
+            .and_then(|i| hf.inner().id_to_token(i))
+    };
+    match (lm, hm.len()) {
+        ([one], n) if n >= 2 => {
+            let joined: Option<String> = hm.iter().map(|i| text(*i)).collect();
+            joined.is_some() && joined == text(*one)
+        }
+        _ => false,
     }
 }
 

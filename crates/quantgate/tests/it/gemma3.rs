@@ -84,14 +84,15 @@ fn gemma3_fixture_f16_and_q4_k_m_verify_go() {
     let r = common::verify_cli_go(&hf, &f16, &dir.path().join("f16"));
     assert_eq!(r["verdict"], "GO");
     assert_eq!(r["gate1"]["bit_identical"], 236);
-    // Recorded at the first GO (2026-12-02); candle's kernels may move the last digits.
+    // Recorded at the first GO (2026-12-02), re-recorded when the corpus gained its three
+    // Korean/English texts (2026-12-04); candle's kernels may move the last digits.
     let l = &r["gate2_logits"];
     assert_eq!(
         (l["texts"].as_u64(), l["positions"].as_u64()),
-        (Some(35), Some(392))
+        (Some(38), Some(445))
     );
     common::near(&l["min_cosine"], 0.999965, 5e-6);
-    common::near(&l["top1_agreement"], 0.9949, 1e-4);
+    common::near(&l["top1_agreement"], 0.9955, 1e-4);
     common::near(&l["mean_kld"], 3.0e-6, 1e-6);
 
     let q4 = dir.path().join("gemma3-q4_k_m.gguf");
@@ -106,8 +107,8 @@ fn gemma3_fixture_f16_and_q4_k_m_verify_go() {
     common::near(&l["mean_kld"], 1.0e-6, 1e-6);
     // The file as shipped against the HF weights: quantization loss, reported.
     let q = &r["gate2_logits_as_shipped"];
-    common::near(&q["top1_agreement"], 0.9260, 1e-4);
-    common::near(&q["mean_kld"], 0.009638, 5e-5);
+    common::near(&q["top1_agreement"], 0.9258, 1e-4);
+    common::near(&q["mean_kld"], 0.009593, 5e-5);
 }
 
 /// The bugs a gemma3 conversion can have, each caught and named:

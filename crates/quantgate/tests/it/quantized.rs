@@ -67,7 +67,9 @@ fn q4_k_m_is_go_with_quality_reported_and_tampered_copies_are_no_go() {
         .collect();
     assert_eq!(subjects.len(), 2, "{subjects:?}");
     assert_eq!(subjects[0].0, "budget.Q4_K_M.max_mean_kld");
-    assert!(subjects[0].1.starts_with("measured 0.0"), "{subjects:?}");
+    // Mean KLD of the file as shipped on the built-in corpus (0.0… before its Korean/English
+    // texts, which a 135M English model predicts poorly at 4 bits).
+    assert!(subjects[0].1.starts_with("measured 0.1196"), "{subjects:?}");
     assert_eq!(subjects[1].0, "budget.Q4_K_M.max_ppl_ratio");
     assert!(subjects[1].1.contains("not measured"), "{subjects:?}");
 
