@@ -215,7 +215,7 @@ fn not_verified(s: &mut String, r: &ReleaseReport) {
         "Texts longer than 512 tokens: every comparison uses at most 512 tokens per text, so long-context behaviour was not measured.".into(),
         "Generation: sampling, chat formatting with the shipped chat template, tool use and instruction following were not run; the template is copied, not executed.".into(),
         "Downstream accuracy (HellaSwag, MMLU, …): not part of this release; see `quantgate run` for the protocol's evaluation.".into(),
-        "Texts other than quantgate's built-in Gate 2 corpus (mixed scripts, whitespace, digits, emoji) and, where given, the PPL text.".into(),
+        "Texts other than quantgate's built-in Gate 2 corpus (mixed scripts, Korean/English, whitespace, digits, emoji), its generated tokenizer cases (the seed and counts are in report.md) and, where given, the PPL text.".into(),
         "The source weights themselves: the release proves the GGUFs encode them faithfully, not that they are good.".into(),
     ];
     for i in items {
