@@ -113,6 +113,16 @@ fn sentencepiece_keys(
     let (tokens, _) = tokens(tok, config, false);
     let n_vocab = tokens.len() as u32;
     out.push((k::TOKENS.to_string(), strings(tokens)));
+    specials_and_template(&mut out, (dir, tok, tc), n_vocab)?;
+    Ok(out)
+}
+
+/// Appends the special ids below `n_vocab` and the default chat template.
+fn specials_and_template(
+    out: &mut Vec<(String, Value)>,
+    (dir, tok, tc): (&Path, &tokenizers::Tokenizer, &Json),
+    n_vocab: u32,
+) -> Result<()> {
     for (kind, id) in special_ids(tok, tc) {
         if id < n_vocab {
             out.push((k::special_id(kind), Value::U32(id)));
@@ -121,7 +131,7 @@ fn sentencepiece_keys(
     if let Some(t) = default_chat_template(dir, tc)? {
         out.push((k::CHAT_TEMPLATE.to_string(), Value::string(t)));
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The keys of a SentencePiece-Unigram folder (XLM-R, `t5`): [`super::expected_ugm::keys`],
@@ -138,14 +148,7 @@ fn unigram_keys(
         Some((_, Value::Array(_, t))) => t.len() as u32,
         _ => 0,
     };
-    for (kind, id) in special_ids(tok, tc) {
-        if id < n_vocab {
-            out.push((k::special_id(kind), Value::U32(id)));
-        }
-    }
-    if let Some(t) = default_chat_template(dir, tc)? {
-        out.push((k::CHAT_TEMPLATE.to_string(), Value::string(t)));
-    }
+    specials_and_template(&mut out, (dir, tok, tc), n_vocab)?;
     Ok(out)
 }
 
