@@ -182,16 +182,13 @@ fn quality(s: &mut String, f: &ReleasedFile) {
 /// The tokenizer limitations Gate 2 measured on any file, each once.
 fn limitations(s: &mut String, r: &ReleaseReport) {
     let mut seen: Vec<String> = Vec::new();
-    for t in r
-        .files
-        .iter()
-        .filter_map(|f| f.verify.gate2_tokenizer.as_ref())
-    {
-        let stress = t
-            .stress
+    for v in r.files.iter().map(|f| &f.verify) {
+        let fixed = v.gate2_tokenizer.iter().flat_map(|t| &t.limitations);
+        let stress = v
+            .gate2_stress
             .iter()
             .flat_map(crate::verify::stress_gate::card_lines);
-        for l in t.limitations.iter().map(|l| l.to_string()).chain(stress) {
+        for l in fixed.map(|l| l.to_string()).chain(stress) {
             if !seen.contains(&l) {
                 seen.push(l);
             }

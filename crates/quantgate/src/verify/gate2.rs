@@ -24,6 +24,8 @@ pub struct Gate2 {
     pub quality: Option<quality::Quality>,
     /// Token ids in the four add_special × parse_special modes.
     pub tokenizer: Option<tokenizer::TokenizerReport>,
+    /// The generated tokenizer cases per class.
+    pub stress: Option<stress_gate::StressReport>,
     /// Embedding models: pooled vectors against the reference.
     pub vectors: Option<vectors::VectorReport>,
     /// Causal LMs: the judged logits measurement.
@@ -91,11 +93,11 @@ fn gate2_stress(
     opts: &VerifyOptions,
     s: &Sources,
     model: &llama_runtime::Model,
-    tr: &mut tokenizer::TokenizerReport,
+    tr: &tokenizer::TokenizerReport,
     f: &mut Findings,
-) -> Result<()> {
+) -> Result<Option<stress_gate::StressReport>> {
     let Some(mode) = tr.matching_modes.first().copied() else {
-        return Ok(());
+        return Ok(None);
     };
     let decl = match &opts.protocol {
         Some(p) => super::declared::Declarations::read(p)?
@@ -108,8 +110,7 @@ fn gate2_stress(
     let hf = (&s.tok.tokenizer, &s.tok.json);
     let r = stress_gate::check(hf, &specials, model, mode, &decl)?;
     stress_gate::judge(&r, &mut f.blockers);
-    tr.stress = Some(r);
-    Ok(())
+    Ok(Some(r))
 }
 
 /// Gate 2 vectors of an embedding model: thresholds, then the pooling llama.cpp applied.
@@ -373,9 +374,9 @@ pub(super) fn run(
         Err(e) => return Err(e.into()),
     };
     let texts = gate2_texts(opts)?;
-    let mut tr = gate2_tokenizer(s, &model, &texts, f)?;
-    gate2_stress(opts, s, &model, &mut tr, f)?;
+    let tr = gate2_tokenizer(s, &model, &texts, f)?;
     let mut g2 = Gate2 {
+        stress: gate2_stress(opts, s, &model, &tr, f)?,
         tokenizer: Some(tr),
         ..Gate2::default()
     };

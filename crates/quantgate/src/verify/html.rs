@@ -159,7 +159,7 @@ pub(crate) fn verify_section(r: &VerifyReport) -> Result<String> {
 
 /// Gate 2's generated tokenizer cases per class, if they ran.
 fn stress_html(s: &mut String, r: &VerifyReport) {
-    let Some(st) = r.gate2_tokenizer.as_ref().and_then(|t| t.stress.as_ref()) else {
+    let Some(st) = &r.gate2_stress else {
         return;
     };
     let _ = writeln!(

@@ -101,6 +101,10 @@ pub struct VerifyReport {
     /// Gate 1 of tensors converted from already-quantized (MLX affine) sources.
     pub gate1_affine: Option<gate1::AffineGate1Report>,
     pub gate2_tokenizer: Option<tokenizer::TokenizerReport>,
+    /// Gate 2's generated tokenizer cases ([`stress_gate`]); absent when no mode matched the
+    /// fixed texts (or in reports written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate2_stress: Option<stress_gate::StressReport>,
     pub gate2_vectors: Option<vectors::VectorReport>,
     pub gate2_logits: Option<logits::LogitsReport>,
     /// With block-quantized weights: the file as shipped against the reference (reported;
@@ -227,6 +231,7 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
         gate1: g1.report,
         gate1_affine: g1.affine,
         gate2_tokenizer: g2.tokenizer,
+        gate2_stress: g2.stress,
         gate2_vectors: g2.vectors,
         gate2_logits: g2.logits,
         gate2_logits_as_shipped: g2.logits_as_shipped,

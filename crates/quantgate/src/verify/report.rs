@@ -101,7 +101,7 @@ fn gate2_tokenizer(s: &mut String, r: &VerifyReport) {
                 first.replace('|', "\\|").replace('\n', "\\n")
             );
         }
-        if let Some(st) = &t.stress {
+        if let Some(st) = &r.gate2_stress {
             stress_table(s, st);
         }
     }

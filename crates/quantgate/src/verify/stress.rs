@@ -2,7 +2,8 @@
 //! `tests/test-tokenizer-random.py` (every vocabulary word alone, random Unicode, edge cases).
 //! The same seed gives the same cases on every machine (ChaCha8, no thread or hash-order
 //! dependence). [`run`] measures per class how many cases give HF's ids, and keeps the first
-//! mismatch of each class with its ids and pieces; [`super::stress_gate`] judges them.
+//! mismatch of each class with its ids and pieces; Gate 2 judges them (`stress_gate`, which
+//! uses this module).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

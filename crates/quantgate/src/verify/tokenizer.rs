@@ -83,10 +83,6 @@ pub struct TokenizerReport {
     pub texts: usize,
     /// Known limitations: texts measured but not gated, with whether they still matched.
     pub limitations: Vec<Limitation>,
-    /// The generated cases per class ([`super::stress_gate`]); absent when no mode matched
-    /// the fixed texts (or in reports written before it existed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stress: Option<super::stress_gate::StressReport>,
 }
 
 /// Why a text is measured and reported rather than gated: a difference between HF and
@@ -520,7 +516,6 @@ pub fn check(
         modes,
         matching_modes,
         limitations,
-        stress: None,
     })
 }
 

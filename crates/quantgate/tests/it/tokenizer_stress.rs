@@ -168,7 +168,7 @@ fn ugm_stress_limitations_are_reported_and_a_declared_blocker_is_no_go() {
     common::convert_to(&dir, &gguf, OutType::F16, true);
     let r = common::verify_with(&dir, &gguf, None);
     assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
-    let st = r.gate2_tokenizer.unwrap().stress.unwrap();
+    let st = r.gate2_stress.unwrap();
     assert_eq!(
         (st.seed, st.per_class, st.tokenizer_model.as_str()),
         (29, 100, "t5")
