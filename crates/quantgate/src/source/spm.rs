@@ -118,6 +118,19 @@ pub struct NormalizerSpec {
     pub remove_extra_whitespaces: bool,
 }
 
+/// Reads the SentencePiece model file `path`; `why` says what needs it, for the error when the
+/// file is missing.
+///
+/// Errors: the file missing or not a regular file, unreadable, or malformed ([`read_model`]),
+/// each naming the path.
+pub fn read_file(path: &std::path::Path, why: &str) -> Result<SpmModel> {
+    if !path.is_file() {
+        bail!("{}: missing or not a file; {why}", path.display());
+    }
+    let bytes = std::fs::read(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    read_model(&bytes).map_err(|e| anyhow!("{}: {e:#}", path.display()))
+}
+
 /// `trainer_spec.model_type` of a Unigram model.
 pub const MODEL_TYPE_UNIGRAM: i32 = 1;
 

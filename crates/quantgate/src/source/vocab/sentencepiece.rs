@@ -27,14 +27,11 @@ use crate::source::spm::{self, piece_type};
 /// non-numeric id in `added_tokens.json` or `added_tokens_decoder`, an unreadable chat template.
 pub(super) fn build(dir: &Path, tj: &Value, tc: &Value, config: &Value) -> Result<Vocab> {
     let path = dir.join("tokenizer.model");
-    if !path.is_file() {
-        bail!(
-            "{}: missing or not a file; a gemma3 vocabulary is read from its SentencePiece model",
-            path.display()
-        );
-    }
-    let bytes = std::fs::read(&path).with_context(|| path.display().to_string())?;
-    let pieces = spm::read_pieces(&bytes).with_context(|| path.display().to_string())?;
+    let pieces = spm::read_file(
+        &path,
+        "a gemma3 vocabulary is read from its SentencePiece model",
+    )?
+    .pieces;
     let n_vocab = config["vocab_size"]
         .as_u64()
         .map(|n| n as usize)

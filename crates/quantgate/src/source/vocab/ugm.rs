@@ -21,7 +21,7 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde_json::Value;
 
 use gguf::keys::token_type;
@@ -48,14 +48,10 @@ const FAIRSEQ_HEAD: [(&str, i32); 4] = [
 /// unreadable chat template.
 pub(super) fn build(dir: &Path, tj: &Value, tc: &Value, config: &Value) -> Result<Vocab> {
     let path = dir.join(SPM_FILE);
-    if !path.is_file() {
-        bail!(
-            "{}: missing or not a file; a SentencePiece-Unigram (XLM-R) vocabulary is read from it (a folder with tokenizer.json alone is not supported yet)",
-            path.display()
-        );
-    }
-    let bytes = std::fs::read(&path).with_context(|| path.display().to_string())?;
-    let model = spm::read_model(&bytes).with_context(|| path.display().to_string())?;
+    let model = spm::read_file(
+        &path,
+        "a SentencePiece-Unigram (XLM-R) vocabulary is read from it (a folder with tokenizer.json alone is not supported yet)",
+    )?;
     if model.model_type != spm::MODEL_TYPE_UNIGRAM {
         bail!(
             "{}: trainer_spec.model_type is {}, not UNIGRAM (1): llama.cpp's UGM tokenizer runs Unigram models only",
