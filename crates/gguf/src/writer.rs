@@ -160,6 +160,48 @@ impl<'a> GgufWriter<'a> {
         Ok(sizes)
     }
 
+    /// The header bytes, zero-padded to the alignment, and so the data section's offset.
+    fn header(&self, sizes: &[u64], alignment: u64) -> (Vec<u8>, u64) {
+        let mut head = Vec::new();
+        head.extend_from_slice(b"GGUF");
+        head.extend_from_slice(&self.version.to_le_bytes());
+        head.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
+        head.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
+        for (k, v) in &self.metadata {
+            put_str(&mut head, k.as_bytes());
+            head.extend_from_slice(&(v.value_type() as u32).to_le_bytes());
+            put_value(&mut head, v);
+        }
+        let mut offset = 0u64;
+        for (t, &n) in self.tensors.iter().zip(sizes) {
+            put_str(&mut head, t.name.as_bytes());
+            head.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
+            for d in &t.dims {
+                head.extend_from_slice(&d.to_le_bytes());
+            }
+            head.extend_from_slice(&t.ggml_type.id().to_le_bytes());
+            head.extend_from_slice(&offset.to_le_bytes());
+            offset += pad(n, alignment).expect("size checked");
+        }
+        let data_offset = pad(head.len() as u64, alignment).expect("small");
+        head.resize(data_offset as usize, 0);
+        (head, data_offset)
+    }
+
+    /// The size in bytes of the file [`GgufWriter::write_to`] would write (header, tensors and
+    /// padding), known before any tensor's data is produced: what a caller checks against the
+    /// free disk space.
+    ///
+    /// Errors: as [`GgufWriter::write_to`]'s checks of the input.
+    pub fn file_bytes(&self) -> Result<u64> {
+        let sizes = self.validate()?;
+        let alignment = self.alignment()?;
+        let (head, _) = self.header(&sizes, alignment);
+        Ok(sizes
+            .iter()
+            .fold(head.len() as u64, |a, n| a + pad(*n, alignment).expect("size checked")))
+    }
+
     /// Writes the file to `out` (any writer). Returns the byte counts.
     ///
     /// Errors: invalid input (duplicate names, bad shapes, wrong data length) before any byte is
@@ -172,29 +214,7 @@ impl<'a> GgufWriter<'a> {
             cause,
         };
         let mut w = Counting { inner: out, n: 0 };
-        let mut head = Vec::new();
-        head.extend_from_slice(b"GGUF");
-        head.extend_from_slice(&self.version.to_le_bytes());
-        head.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
-        head.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
-        for (k, v) in &self.metadata {
-            put_str(&mut head, k.as_bytes());
-            head.extend_from_slice(&(v.value_type() as u32).to_le_bytes());
-            put_value(&mut head, v);
-        }
-        let mut offset = 0u64;
-        for (t, &n) in self.tensors.iter().zip(&sizes) {
-            put_str(&mut head, t.name.as_bytes());
-            head.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
-            for d in &t.dims {
-                head.extend_from_slice(&d.to_le_bytes());
-            }
-            head.extend_from_slice(&t.ggml_type.id().to_le_bytes());
-            head.extend_from_slice(&offset.to_le_bytes());
-            offset += pad(n, alignment).expect("size checked");
-        }
-        let data_offset = pad(head.len() as u64, alignment).expect("small");
-        head.resize(data_offset as usize, 0);
+        let (head, data_offset) = self.header(&sizes, alignment);
         w.write_all(&head).map_err(io_err)?;
         let zeros = vec![0u8; alignment as usize];
         for (t, n) in self.tensors.into_iter().zip(sizes) {

@@ -49,8 +49,11 @@ fn sample() -> Vec<u8> {
         dims: vec![256],
         data: TensorData::Deferred(Box::new(|out| out.write_all(&[3u8; 144]))),
     });
+    let planned = w.file_bytes().unwrap();
     let mut buf = Vec::new();
     w.write_to(&mut buf).unwrap();
+    // What a caller checks against the free disk space is what gets written.
+    assert_eq!(planned, buf.len() as u64);
     buf
 }
 

@@ -58,10 +58,41 @@ pub struct Context<'m> {
     ptr: NonNull<sys::llama_context>,
     model: &'m Model,
     params: ContextParams,
-    /// With [`Context::with_routing`]: where the eval callback writes. Owned through this raw
-    /// pointer (from `Box::into_raw`) because llama.cpp holds it too; freed in `Drop` after
-    /// the context.
-    routing: Option<NonNull<crate::routing::RoutingLog>>,
+    /// What the eval callback writes to, if anything.
+    observer: Observer,
+}
+
+/// Where a context's eval callback writes ([`Context::with_routing`],
+/// [`Context::with_layer_output`]). Owned through a raw pointer (from `Box::into_raw`)
+/// because llama.cpp holds it too; freed in `Drop` after the context.
+#[derive(Clone, Copy)]
+enum Observer {
+    None,
+    Routing(NonNull<crate::routing::RoutingLog>),
+    Capture(NonNull<crate::capture::Capture>),
+}
+
+impl Observer {
+    /// The callback and its user data for `llama_context_params`.
+    fn callback(self) -> (sys::ggml_backend_sched_eval_callback, *mut std::ffi::c_void) {
+        match self {
+            Observer::None => (None, std::ptr::null_mut()),
+            Observer::Routing(r) => (Some(crate::routing::collect), r.as_ptr() as *mut _),
+            Observer::Capture(c) => (Some(crate::capture::collect), c.as_ptr() as *mut _),
+        }
+    }
+
+    /// Frees what the observer owns.
+    ///
+    /// # Safety
+    /// Only once, after the context that could write it is freed (or was never made).
+    unsafe fn free(self) {
+        match self {
+            Observer::None => {}
+            Observer::Routing(r) => drop(Box::from_raw(r.as_ptr())),
+            Observer::Capture(c) => drop(Box::from_raw(c.as_ptr())),
+        }
+    }
 }
 
 impl<'m> Context<'m> {
@@ -69,7 +100,7 @@ impl<'m> Context<'m> {
     ///
     /// Errors: llama.cpp refused the parameters.
     pub fn new(model: &'m Model, params: ContextParams) -> Result<Context<'m>, RuntimeError> {
-        Self::create(model, params, None)
+        Self::create(model, params, Observer::None)
     }
 
     /// As [`Context::new`], recording the experts llama.cpp routes every token to in every
@@ -83,7 +114,24 @@ impl<'m> Context<'m> {
     ) -> Result<Context<'m>, RuntimeError> {
         let log = Box::into_raw(Box::<crate::routing::RoutingLog>::default());
         // SAFETY: Box::into_raw never returns null.
-        Self::create(model, params, Some(unsafe { NonNull::new_unchecked(log) }))
+        let log = unsafe { NonNull::new_unchecked(log) };
+        Self::create(model, params, Observer::Routing(log))
+    }
+
+    /// As [`Context::new`], recording the output of decoder layer `layer` (the graph node
+    /// `l_out-LAYER`, [`crate::capture`]) of every decode; [`Context::layer_output_from_embd`]
+    /// hands it over. The graph is evaluated in two pieces around the node: same values.
+    ///
+    /// Errors: as [`Context::new`].
+    pub fn with_layer_output(
+        model: &'m Model,
+        params: ContextParams,
+        layer: usize,
+    ) -> Result<Context<'m>, RuntimeError> {
+        let cap = Box::into_raw(Box::new(crate::capture::Capture::layer_output(layer)));
+        // SAFETY: Box::into_raw never returns null.
+        let cap = unsafe { NonNull::new_unchecked(cap) };
+        Self::create(model, params, Observer::Capture(cap))
     }
 
     /// The routing recorded since the last call (empty without [`Context::with_routing`], or
@@ -91,15 +139,16 @@ impl<'m> Context<'m> {
     pub fn take_routing(&mut self) -> crate::routing::RoutingLog {
         // SAFETY: the log is ours and llama.cpp writes it only during a decode, which cannot
         // run while this &mut self borrow lasts.
-        self.routing
-            .map(|r| std::mem::take(unsafe { &mut *r.as_ptr() }))
-            .unwrap_or_default()
+        match self.observer {
+            Observer::Routing(r) => std::mem::take(unsafe { &mut *r.as_ptr() }),
+            _ => Default::default(),
+        }
     }
 
     fn create(
         model: &'m Model,
         params: ContextParams,
-        routing: Option<NonNull<crate::routing::RoutingLog>>,
+        observer: Observer,
     ) -> Result<Context<'m>, RuntimeError> {
         // SAFETY: default params from llama.cpp, adjusted by plain field writes.
         let mut p = unsafe { sys::llama_context_default_params() };
@@ -114,18 +163,13 @@ impl<'m> Context<'m> {
         p.type_k = params.type_kv;
         p.type_v = params.type_kv;
         p.no_perf = true;
-        if let Some(r) = routing {
-            p.cb_eval = Some(crate::routing::collect);
-            p.cb_eval_user_data = r.as_ptr() as *mut _;
-        }
-        // SAFETY: valid model pointer; params by value; the routing log outlives the context
+        (p.cb_eval, p.cb_eval_user_data) = observer.callback();
+        // SAFETY: valid model pointer; params by value; the observer outlives the context
         // (dropped with it, after llama_free).
         let ptr = unsafe { sys::llama_init_from_model(model.raw(), p) };
         let Some(ptr) = NonNull::new(ptr) else {
-            if let Some(r) = routing {
-                // SAFETY: from Box::into_raw in with_routing; llama.cpp made no context.
-                drop(unsafe { Box::from_raw(r.as_ptr()) });
-            }
+            // SAFETY: llama.cpp made no context that could write it.
+            unsafe { observer.free() };
             return Err(RuntimeError::Eval {
                 call: "llama_init_from_model",
                 detail: format!("{params:?}"),
@@ -135,7 +179,7 @@ impl<'m> Context<'m> {
             ptr,
             model,
             params,
-            routing,
+            observer,
         })
     }
 
@@ -280,6 +324,107 @@ impl<'m> Context<'m> {
         Ok(())
     }
 
+    /// Decodes one sequence given as input embeddings (`embd`: `n × n_embd` floats, positions
+    /// `0..n` of sequence 0, after clearing the memory), every position an output.
+    ///
+    /// Errors: `embd` not a whole number of rows, more rows than one batch or the context, or
+    /// a failed decode.
+    fn decode_embd(&mut self, embd: &[f32]) -> Result<usize, RuntimeError> {
+        let n_embd = self.model.n_embd();
+        let n = embd.len() / n_embd.max(1);
+        if n == 0
+            || n * n_embd != embd.len()
+            || n > self.params.n_batch as usize
+            || n > self.params.n_ctx as usize
+        {
+            return Err(RuntimeError::Eval {
+                call: "llama_decode",
+                detail: format!(
+                    "{} input floats are not 1..={} rows of n_embd {n_embd}",
+                    embd.len(),
+                    self.params.n_batch.min(self.params.n_ctx)
+                ),
+            });
+        }
+        self.clear();
+        // SAFETY: batch sized for n rows of n_embd floats with one seq id each; every array
+        // llama_batch_init allocates is written for indices < n; freed below on every path.
+        unsafe {
+            let mut batch = sys::llama_batch_init(n as i32, n_embd as i32, 1);
+            std::ptr::copy_nonoverlapping(embd.as_ptr(), batch.embd, embd.len());
+            for i in 0..n {
+                *batch.pos.add(i) = i as i32;
+                *batch.n_seq_id.add(i) = 1;
+                *(*batch.seq_id.add(i)) = 0;
+                *batch.logits.add(i) = 1;
+            }
+            batch.n_tokens = n as i32;
+            let rc = sys::llama_decode(self.ptr.as_ptr(), batch);
+            sys::llama_batch_free(batch);
+            if rc != 0 {
+                return Err(RuntimeError::Eval {
+                    call: "llama_decode",
+                    detail: format!("returned {rc} for {n} input embeddings"),
+                });
+            }
+        }
+        Ok(n)
+    }
+
+    /// Logits of every position of a sequence given as input embeddings (`n × n_embd`
+    /// floats): `n` rows of `n_vocab`, from row `first_output` on.
+    ///
+    /// Errors: as [`Context::decode_embd`].
+    pub fn logits_from_embd(
+        &mut self,
+        embd: &[f32],
+        first_output: usize,
+    ) -> Result<Vec<Vec<f32>>, RuntimeError> {
+        let n = self.decode_embd(embd)?;
+        self.output_rows(first_output.min(n)..n, 0)
+    }
+
+    /// The output of the observed layer ([`Context::with_layer_output`]) for a sequence given
+    /// as input embeddings: `n × n_embd` floats, in position order. Every position is an
+    /// output, so the last layer keeps every row (llama.cpp drops the rows that are not
+    /// outputs before the last layer's feed-forward).
+    ///
+    /// Errors: as [`Context::decode_embd`]; a context without that observer, or a node of
+    /// another type or shape, or one not found.
+    pub fn layer_output_from_embd(&mut self, embd: &[f32]) -> Result<Vec<f32>, RuntimeError> {
+        let Observer::Capture(cap) = self.observer else {
+            return Err(RuntimeError::Eval {
+                call: "llama_decode",
+                detail: "the context observes no layer output".into(),
+            });
+        };
+        // SAFETY: llama.cpp writes the capture only during a decode, which cannot run while
+        // this &mut self borrow lasts; the pointer lives as long as the context.
+        unsafe { (*cap.as_ptr()).rows.clear() };
+        let n = self.decode_embd(embd)?;
+        // SAFETY: as above.
+        let cap = unsafe { &mut *cap.as_ptr() };
+        if let Some(why) = cap.refused.take() {
+            return Err(RuntimeError::Eval {
+                call: "cb_eval",
+                detail: why,
+            });
+        }
+        let rows = std::mem::take(&mut cap.rows);
+        if rows.len() != n * self.model.n_embd() {
+            return Err(RuntimeError::Eval {
+                call: "cb_eval",
+                detail: format!(
+                    "captured {} floats of {:?}, expected {n} rows of {}",
+                    rows.len(),
+                    cap.name(),
+                    self.model.n_embd()
+                ),
+            });
+        }
+        Ok(rows)
+    }
+
     /// The pooled embedding of one sequence (`llama_get_embeddings_seq`), not normalised.
     ///
     /// Errors: evaluation failure, or a context without pooling.
@@ -388,13 +533,11 @@ impl<'m> Context<'m> {
 
 impl Drop for Context<'_> {
     fn drop(&mut self) {
-        // SAFETY: we own the context pointer; the routing log (from Box::into_raw) is freed
+        // SAFETY: we own the context pointer; the observer (from Box::into_raw) is freed
         // after the context that could write it.
         unsafe {
             sys::llama_free(self.ptr.as_ptr());
-            if let Some(r) = self.routing {
-                drop(Box::from_raw(r.as_ptr()));
-            }
+            self.observer.free();
         }
     }
 }

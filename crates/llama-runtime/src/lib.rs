@@ -13,6 +13,7 @@ use std::sync::Once;
 
 pub use llama_cpp_sys_2 as sys;
 
+mod capture;
 mod context;
 mod cpu;
 mod ggml;

@@ -49,6 +49,11 @@ pub(crate) unsafe extern "C" fn capture(
     if !user_data.is_null() {
         eprint!("{t}");
     }
+    if let Ok(h) = FRAGMENT_HOOK.lock() {
+        if let Some(h) = h.as_ref() {
+            h(&t);
+        }
+    }
     let Ok(mut log) = LOG.lock() else { return };
     if let Some(r) = log.recording.as_mut() {
         r.push_str(&t);
@@ -73,6 +78,24 @@ pub(crate) unsafe extern "C" fn capture(
             log.n_errors += 1;
         }
     }
+}
+
+/// A function that sees every fragment llama.cpp logs (see [`with_fragment_hook`]).
+type FragmentHook = Box<dyn Fn(&str) + Send>;
+
+static FRAGMENT_HOOK: Mutex<Option<FragmentHook>> = Mutex::new(None);
+
+/// Runs `f` with `hook` called on every fragment llama.cpp logs meanwhile (any level, as
+/// logged: a line may come in pieces), e.g. to follow the quantizer's `[  12/ 339]` lines.
+pub fn with_fragment_hook<T>(hook: impl Fn(&str) + Send + 'static, f: impl FnOnce() -> T) -> T {
+    if let Ok(mut h) = FRAGMENT_HOOK.lock() {
+        *h = Some(Box::new(hook));
+    }
+    let out = f();
+    if let Ok(mut h) = FRAGMENT_HOOK.lock() {
+        *h = None;
+    }
+    out
 }
 
 /// A position in the error log: lines logged after it are "new".

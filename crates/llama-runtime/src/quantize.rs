@@ -44,6 +44,7 @@ pub fn quantize_model(
     output: &Path,
     ftype: u32,
     nthread: i32,
+    progress: impl Fn(usize, usize) + Send + 'static,
 ) -> Result<(), RuntimeError> {
     init();
     let fail = |detail: String| RuntimeError::Eval {
@@ -63,12 +64,17 @@ pub fn quantize_model(
         )
     };
     // SAFETY: default params, adjusted by plain field writes; paths are NUL-terminated.
-    let rc = unsafe {
+    let follow = move |t: &str| {
+        if let Some((done, total)) = tensor_counter(t) {
+            progress(done, total);
+        }
+    };
+    let rc = crate::log::with_fragment_hook(follow, || unsafe {
         let mut p = sys::llama_model_quantize_default_params();
         p.nthread = nthread;
         p.ftype = ftype as _;
         sys::llama_model_quantize(cin.as_ptr(), cout.as_ptr(), &p)
-    };
+    });
     // SAFETY: restoring the handlers that were installed before.
     unsafe {
         libc::signal(libc::SIGINT, old_int);
@@ -139,6 +145,13 @@ pub fn quantize_plan(input: &Path, ftype: u32) -> Result<Vec<PlannedType>, Runti
     parse_plan(&text).map_err(|e| fail(format!("{}: {e}", input.display())))
 }
 
+/// The counter of a quantizer line (`[  12/ 339] blk.0.attn_q.weight - …`): (12, 339).
+fn tensor_counter(line: &str) -> Option<(usize, usize)> {
+    let (counter, _) = line.trim_start().strip_prefix('[')?.split_once(']')?;
+    let (done, total) = counter.split_once('/')?;
+    Some((done.trim().parse().ok()?, total.trim().parse().ok()?))
+}
+
 /// Parses the dry run's per-tensor lines (see [`quantize_plan`]).
 fn parse_plan(text: &str) -> Result<Vec<PlannedType>, String> {
     let mut out = Vec::new();
@@ -190,6 +203,16 @@ fn parse_plan(text: &str) -> Result<Vec<PlannedType>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_quantizers_tensor_counter_is_read_from_its_line() {
+        assert_eq!(
+            tensor_counter("[  12/ 339]                  blk.0.attn_q.weight - [  896,   896,"),
+            Some((12, 339))
+        );
+        assert_eq!(tensor_counter("converting to q4_K .. size = "), None);
+        assert_eq!(tensor_counter("[x/2]"), None);
+    }
 
     #[test]
     fn plan_lines_parse_as_llama_quant_logs_them() {

@@ -13,6 +13,7 @@ pub mod child;
 pub mod convert;
 #[cfg(feature = "runtime")]
 pub mod demo;
+pub mod disk;
 #[cfg(feature = "runtime")]
 pub mod eval;
 pub mod hash;

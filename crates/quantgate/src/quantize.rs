@@ -67,6 +67,26 @@ fn disk_hint(dir: &Path) -> Option<String> {
     (st.f_bavail == 0).then(|| format!("{}: no space left on device (ENOSPC)", dir.display()))
 }
 
+/// About what llama.cpp's quantizer will write for `src` as ftype `id`: the tensors at the
+/// types its dry run plans (`ggml_row_size` of each, aligned), plus the input's header and
+/// 1 MiB for the keys the quantizer adds.
+///
+/// Errors: llama.cpp's dry run fails, or plans a tensor or type the input does not have.
+fn planned_bytes(src: &Gguf, input: &Path, id: u32) -> Result<u64> {
+    let plan = llama_runtime::quantize_plan(input, id)?;
+    let mut total = src.header.data_offset + (1 << 20);
+    for p in &plan {
+        let t = src.header.tensors.iter().find(|t| t.name == p.name);
+        let ty = GgmlType::from_name(&p.ggml_type);
+        let (Some(t), Some(ty)) = (t, ty) else {
+            bail!("{}: llama.cpp plans {} as {}", input.display(), p.name, p.ggml_type);
+        };
+        let n = gguf::tensor_n_bytes(ty, &t.dims).map_err(|e| anyhow::anyhow!("{}: {e}", p.name))?;
+        total += gguf::pad(n, 32).unwrap_or(n);
+    }
+    Ok(total)
+}
+
 /// The tensors of the quantized file, and the fallbacks: rows that are not a multiple of the
 /// base type's block size, so llama.cpp chose another type.
 fn tensors_and_fallbacks(g: &Gguf, base: GgmlType) -> (Vec<QuantizedTensor>, Vec<String>) {
@@ -125,12 +145,13 @@ pub fn quantize(
             t.ggml_type
         );
     }
-    drop(src);
     crate::interrupt::install();
     let dir = output
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    crate::disk::ensure_free(dir, planned_bytes(&src, input, id)?, "quantize")?;
+    drop(src);
     let tmp = tempfile::Builder::new()
         // As every other output (tempfile's default is 0600).
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
@@ -140,7 +161,8 @@ pub fn quantize(
         .with_context(|| format!("{}: cannot create a temp file", dir.display()))?;
     crate::interrupt::check()?;
     let t0 = std::time::Instant::now();
-    llama_runtime::quantize_model(input, tmp.path(), id, threads.get()).map_err(
+    let progress = |done, total| crate::progress::report("quantize: tensors", done, total);
+    llama_runtime::quantize_model(input, tmp.path(), id, threads.get(), progress).map_err(
         |e| match disk_hint(dir) {
             Some(h) => anyhow::Error::from(e).context(h),
             None => e.into(),

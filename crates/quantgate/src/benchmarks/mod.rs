@@ -10,6 +10,7 @@
 //! * [`repack`]: MLX repack vs a plain copy conversion (MB/s of source).
 //! * [`peer`]: llama-perplexity and llama-bench built with llama.cpp's default CMake.
 //! * [`inspect`]: `inspect` wall time on real files.
+//! * [`scale`]: the whole pipeline once on a 7–8B model, against the goals of issue 30.
 
 pub mod convert;
 pub mod dequant;
@@ -17,6 +18,7 @@ pub mod inspect;
 pub mod peer;
 pub mod ppl;
 pub mod repack;
+pub mod scale;
 pub mod speed;
 pub mod verify;
 

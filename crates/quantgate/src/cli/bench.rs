@@ -125,6 +125,23 @@ pub enum BenchCommand {
         #[arg(short = 't', long, default_value_t = Threads::DEFAULT)]
         threads: Threads,
     },
+    /// The whole pipeline once on a big model (issue 30): convert F16 → quantize Q4_K_M →
+    /// verify both → eval ppl (4 × 512) on both → eval kld, each step a child process; per
+    /// step wall, peak RSS, peak RssAnon and disk, and the goals as measured ratios. The model:
+    /// scripts/build-qwen2-7b-fixture.sh.
+    Scale {
+        /// The HF folder (e.g. the seeded Qwen2.5-7B-Instruct-shape fixture).
+        hf_dir: PathBuf,
+        /// Where the files go (needs about 2.3× the source's size free).
+        #[arg(long)]
+        work: PathBuf,
+        /// Text for PPL and KLD (wikitext-2 test, as the protocol).
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// Threads.
+        #[arg(short = 't', long, default_value_t = Threads::DEFAULT)]
+        threads: Threads,
+    },
     /// Wall time of `inspect` (open, validate, sha256, report) without --check-dequant.
     Inspect {
         /// GGUF files.
@@ -174,6 +191,12 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<Status> {
             threads,
         } => speed(&model, peer, (n_prompt, n_gen), (reps, rounds, threads)),
         BenchCommand::Inspect { files, reps } => inspect(&files, reps),
+        BenchCommand::Scale {
+            hf_dir,
+            work,
+            file,
+            threads,
+        } => super::bench_scale::run(&hf_dir, &work, &file, threads),
         BenchCommand::Verify {
             hf,
             gguf,

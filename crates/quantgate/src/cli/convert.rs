@@ -37,6 +37,7 @@ pub struct Args {
 /// Converts; a conversion that cannot be done exactly as asked is an error (exit 2).
 pub fn run(a: Args) -> anyhow::Result<Status> {
     quantgate::interrupt::install();
+    super::progress::install_stderr_hook("convert");
     let fallback = a
         .fallback
         .map(|f| Fallback::parse(&f))

@@ -3,6 +3,7 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod bench_scale;
 pub mod convert;
 pub mod demo;
 pub mod eval;

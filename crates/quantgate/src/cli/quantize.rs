@@ -29,6 +29,7 @@ pub struct Args {
 
 /// Quantizes; exit 1 when a tensor differs from our re-quantization.
 pub fn run(a: Args) -> anyhow::Result<Status> {
+    super::progress::install_stderr_hook("quantize");
     let r = quantize::quantize(&a.input, &a.output, &a.ftype, a.threads)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);

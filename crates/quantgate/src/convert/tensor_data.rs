@@ -65,6 +65,13 @@ pub(super) fn add_tensors<'a>(
     (affine, packed): (&AffineBySource, &PackedBySource),
     sink: &Sinks,
 ) {
+    // Progress in MiB written, so the ETA weighs tensors by size.
+    let size = |p: &PlannedTensor| {
+        let ty = GgmlType::from_name(&p.ggml_type).expect("planned type");
+        gguf::tensor_n_bytes(ty, &p.ne).unwrap_or(0) >> 20
+    };
+    let total = planned.iter().map(|(_, p)| size(p)).sum::<u64>() as usize;
+    let mut done = 0usize;
     for (i, p) in planned {
         let src = &hf.tensors[*i];
         let ty = GgmlType::from_name(&p.ggml_type).expect("planned type");
@@ -95,6 +102,14 @@ pub(super) fn add_tensors<'a>(
                 plain_data(hf, src, ty, (permute, rows), name, uf, allow)
             }
         };
+        let data = match data {
+            TensorData::Deferred(f) => TensorData::Deferred(Box::new(move |out| {
+                crate::progress::report("convert: MiB of tensors written", done, total);
+                f(out)
+            })),
+            d => d,
+        };
+        done += size(p) as usize;
         w.add_tensor(TensorEntry {
             name: p.gguf_name.clone(),
             ggml_type: ty,

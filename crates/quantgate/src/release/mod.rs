@@ -253,6 +253,7 @@ fn verify_one(opts: &ReleaseOptions, g: &Path) -> Result<(ReleasedFile, f64)> {
     })?;
     // Costs vary by run; the release's reports are a function of their inputs.
     v.costs.clear();
+    v.gate2_speed = None;
     let ms = v
         .gate2_vectors
         .as_mut()

@@ -7,6 +7,7 @@ use anyhow::{Context as _, Result};
 
 use super::gate1::{self, Gate1};
 use super::outcome::{Blocker, BlockerCode};
+use super::sliced::Runner;
 use super::sources::{Findings, Sources};
 use super::thresholds::{
     judge, logits_checks, long_context_checks, routing_blocker, vector_checks, Thresholds,
@@ -135,7 +136,7 @@ fn gate2_vectors(
     }
     // Block-quantized (not MLX): llama.cpp on the F32 expansion against the reference on the
     // same stored values, as for logits; the file as shipped against the source is a note.
-    let stored = match s.expansion() {
+    let stored = match s.whole_expansion() {
         Some(p) if !reference::mlx::is_mlx_quantized(&s.hf.config) => Some(p),
         _ => None,
     };
@@ -253,18 +254,24 @@ fn gate2_logits(
         f.notes.push(n);
     }
     let source_ref = reference::decoder::Decoder::load(&opts.hf_dir)?;
-    let direct = logits::check(&model, &source_ref, &s.tok.tokenizer, gated, opts.threads)?;
-    let long = |m: &llama_runtime::Model, r: &reference::decoder::Decoder| {
+    let direct = logits::check(
+        Runner::Model(&model),
+        &source_ref,
+        &s.tok.tokenizer,
+        gated,
+        opts.threads,
+    )?;
+    let long = |m: Runner, r: &reference::decoder::Decoder| {
         long_context::check(&s.hf.config, m, r, &s.tok.tokenizer, opts.threads)
     };
-    let Some(p) = s.expansion() else {
+    if s.expansion.is_none() {
         return Ok(Logits {
-            long: long(&model, &source_ref)?,
+            long: long(Runner::Model(&model), &source_ref)?,
             judged: direct,
             as_shipped: None,
             ppl: None,
         });
-    };
+    }
     // The quality section's PPL, while the file and the source's reference are loaded.
     let ppl = match &opts.ppl_text {
         Some(t) => Some(quality::ppl_pair(
@@ -280,11 +287,19 @@ fn gate2_logits(
     };
     // The file's own mapping is not needed beside the expansion's.
     drop(model);
-    let m32 = llama_runtime::Model::load(p, false)?;
+    let m32;
+    let stored = match (s.sliced(), s.whole_expansion()) {
+        (Some(run), _) => Runner::Sliced(run),
+        (None, Some(p)) => {
+            m32 = llama_runtime::Model::load(p, false)?;
+            Runner::Model(&m32)
+        }
+        (None, None) => unreachable!("an expansion is whole or sliced"),
+    };
     let (l, long) = if reference::mlx::is_mlx_quantized(&s.hf.config) {
         (
-            logits::check(&m32, &source_ref, &s.tok.tokenizer, gated, opts.threads)?,
-            long(&m32, &source_ref)?,
+            logits::check(stored, &source_ref, &s.tok.tokenizer, gated, opts.threads)?,
+            long(stored, &source_ref)?,
         )
     } else {
         drop(source_ref);
@@ -292,8 +307,8 @@ fn gate2_logits(
         let vb = stored::var_builder(&opts.gguf, &s.hf, s.arch)?;
         let stored_ref = reference::decoder::Decoder::from_var_builder(&opts.hf_dir, vb)?;
         (
-            logits::check(&m32, &stored_ref, &s.tok.tokenizer, gated, opts.threads)?,
-            long(&m32, &stored_ref)?,
+            logits::check(stored, &stored_ref, &s.tok.tokenizer, gated, opts.threads)?,
+            long(stored, &stored_ref)?,
         )
     };
     f.notes.push(format!(

@@ -2,8 +2,12 @@
 //! (candle f32 on the HF safetensors), on the same token ids, beyond position 0: min cosine,
 //! top-1 agreement and mean KL divergence (reference ‖ llama.cpp).
 
+use std::time::Instant;
+
 use anyhow::Result;
-use llama_runtime::{Context, ContextParams, Model};
+use llama_runtime::{Context, ContextParams};
+
+use super::sliced::Runner;
 use serde::{Deserialize, Serialize};
 
 use super::vectors::cosine;
@@ -55,6 +59,28 @@ pub struct LogitsReport {
     /// Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing: Option<super::routing::RoutingReport>,
+    /// How fast each side ran (not part of the gate's figures: it differs run to run).
+    #[serde(skip)]
+    pub speed: Option<ForwardSpeed>,
+}
+
+/// Tokens per second of each side of a logits comparison.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ForwardSpeed {
+    /// Tokens run through each side.
+    pub tokens: usize,
+    /// The reference's forward (candle f32), seconds.
+    pub reference_s: f64,
+    /// llama.cpp's forward (for slices: writing, loading and running each), seconds.
+    pub llama_s: f64,
+}
+
+impl ForwardSpeed {
+    /// Tokens/s of the reference and of llama.cpp.
+    pub fn tokens_per_s(&self) -> (f64, f64) {
+        let t = self.tokens as f64;
+        (t / self.reference_s, t / self.llama_s)
+    }
 }
 
 /// log-softmax in f64.
@@ -164,6 +190,7 @@ impl Tally {
             llama_argmax: self.llama_argmax,
             non_finite: self.bad,
             routing: None,
+            speed: None,
         }
     }
 }
@@ -172,19 +199,12 @@ impl Tally {
 /// Texts of 2..=512 tokens are compared; one text's logits of each side are in memory at a
 /// time.
 pub fn check(
-    model: &Model,
+    llama: Runner,
     reference: &reference::decoder::Decoder,
     hf: &reference::tokenizer::HfTokenizer,
     texts: &[String],
     threads: Threads,
 ) -> Result<LogitsReport> {
-    let params = ContextParams::logits(512, 512, threads.get());
-    let mut ctx = if reference.is_moe() {
-        Context::with_routing(model, params)?
-    } else {
-        Context::new(model, params)?
-    };
-    let mut routing = reference.is_moe().then(super::routing::Tally::new);
     let mut seqs = Vec::new();
     for t in texts {
         let ids = hf.encode(t, true)?;
@@ -192,14 +212,25 @@ pub fn check(
             seqs.push(ids);
         }
     }
+    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let t_all = Instant::now();
+    let ready = llama.ready(&refs, 512, threads.get())?;
+    let mut llama_s = t_all.elapsed().as_secs_f64();
+    let params = ContextParams::logits(512, 512, threads.get());
+    let mut ctx = if reference.is_moe() {
+        Context::with_routing(ready.model(), params)?
+    } else {
+        Context::new(ready.model(), params)?
+    };
+    let mut routing = reference.is_moe().then(super::routing::Tally::new);
     let mut tally = Tally::new();
     // The reference runs every text in one pass over its weights, layer by layer.
-    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
     crate::progress::report("gate 2 logits: reference", 0, refs.len());
     reference.forward_each(&refs, |i, out| -> Result<()> {
         crate::progress::report("gate 2 logits", i, refs.len());
-        let ids_i: Vec<i32> = seqs[i].iter().map(|x| *x as i32).collect();
-        let ll = ctx.logits_from(&ids_i, 0)?;
+        let t = Instant::now();
+        let ll = ready.logits(&mut ctx, i, &seqs[i], 0)?;
+        llama_s += t.elapsed().as_secs_f64();
         if let Some(r) = routing.as_mut() {
             r.add(&out.routing, &ctx.take_routing());
         }
@@ -210,6 +241,11 @@ pub fn check(
     })?;
     let mut report = tally.report();
     report.routing = routing.map(super::routing::Tally::report);
+    report.speed = Some(ForwardSpeed {
+        tokens: refs.iter().map(|s| s.len()).sum(),
+        reference_s: t_all.elapsed().as_secs_f64() - llama_s,
+        llama_s,
+    });
     Ok(report)
 }
 
@@ -218,7 +254,7 @@ pub fn check(
 ///
 /// Errors: `first ≥ n`, or a failed forward on either side.
 pub fn check_tail(
-    model: &Model,
+    llama: Runner,
     reference: &reference::decoder::Decoder,
     ids: &[u32],
     first: usize,
@@ -228,9 +264,9 @@ pub fn check_tail(
     crate::progress::report("gate 2 long-context logits: reference", 0, 2);
     let rl = reference.forward_tail(ids, first)?.to_vec2::<f32>()?;
     crate::progress::report("gate 2 long-context logits: llama.cpp", 1, 2);
-    let mut ctx = Context::new(model, ContextParams::logits(n, 512, threads.get()))?;
-    let ids_i: Vec<i32> = ids.iter().map(|x| *x as i32).collect();
-    let ll = ctx.logits_from(&ids_i, first)?;
+    let ready = llama.ready(&[ids], n, threads.get())?;
+    let mut ctx = Context::new(ready.model(), ContextParams::logits(n, 512, threads.get()))?;
+    let ll = ready.logits(&mut ctx, 0, ids, first)?;
     let mut tally = Tally::new();
     tally.add_text(ids, first, &rl, &ll);
     Ok(tally.report())

@@ -83,7 +83,7 @@ pub fn ids(hf: &reference::tokenizer::HfTokenizer, n: usize) -> Result<Vec<u32>>
 /// Errors: as [`plan`], [`ids`] and [`logits::check_tail`].
 pub fn check(
     config: &serde_json::Value,
-    model: &llama_runtime::Model,
+    llama: super::sliced::Runner,
     reference: &reference::decoder::Decoder,
     hf: &reference::tokenizer::HfTokenizer,
     threads: Threads,
@@ -92,7 +92,7 @@ pub fn check(
         return Ok(None);
     };
     let ids = ids(hf, n)?;
-    let logits = logits::check_tail(model, reference, &ids, first, threads)?;
+    let logits = logits::check_tail(llama, reference, &ids, first, threads)?;
     Ok(Some(LongContext {
         n_tokens: n,
         first_scored: first,

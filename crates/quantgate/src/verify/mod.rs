@@ -24,6 +24,7 @@ pub mod report;
 pub mod requant;
 pub mod resources;
 pub mod routing;
+pub mod sliced;
 mod sources;
 pub mod stored;
 pub mod stress;
@@ -119,6 +120,10 @@ pub struct VerifyReport {
     /// reports are a function of their inputs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub costs: Vec<resources::GateCost>,
+    /// Tokens/s of the reference and of llama.cpp in the judged logits comparison (left out
+    /// of release folders, as `costs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate2_speed: Option<logits::ForwardSpeed>,
     /// Quality against the source (lossy files; reported, judged only against a declared
     /// budget).
     #[serde(default)]
@@ -233,6 +238,7 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
         gate2_tokenizer: g2.tokenizer,
         gate2_stress: g2.stress,
         gate2_vectors: g2.vectors,
+        gate2_speed: g2.logits.as_ref().and_then(|l| l.speed.clone()),
         gate2_logits: g2.logits,
         gate2_logits_as_shipped: g2.logits_as_shipped,
         gate2_long_context: g2.long_context,

@@ -123,11 +123,17 @@ pub fn check(source: &Path, quantized: &Path) -> Result<RequantReport> {
             k.0
         );
     }
+    let (n, done) = (q.header.tensors.len(), std::sync::atomic::AtomicUsize::new(0));
     let tensors: Vec<RequantTensor> = q
         .header
         .tensors
         .par_iter()
-        .map(|t| check_one(&src, &q, t))
+        .map(|t| {
+            let r = check_one(&src, &q, t);
+            let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            crate::progress::report("gate 1 re-quantization: tensors", k, n);
+            r
+        })
         .collect::<Result<_>>()?;
     let requantized = tensors.iter().filter(|t| t.how == "requantized").count();
     let identical = tensors.iter().filter(|t| t.identical).count();

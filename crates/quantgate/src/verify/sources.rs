@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 
-use super::{expand, resources, Blocker, BlockerCode, InputHash, VerifyOptions};
+use super::{expand, resources, sliced, Blocker, BlockerCode, InputHash, VerifyOptions};
 use crate::hash::sha256_file;
 use crate::source::{arch::Arch, hf::HfDir};
 
@@ -27,14 +27,38 @@ pub(super) struct Sources {
     pub(super) pooling: Option<reference::pooling::Pooling>,
     /// The file's `general.architecture` when it is not the HF folder's ([`architecture_mismatch`]).
     pub(super) arch_mismatch: Option<String>,
-    /// The F32 expansion of a block-quantized file ([`expand`]) in a temp folder removed on drop.
-    pub(super) expansion: Option<(tempfile::TempDir, PathBuf)>,
+    /// The F32 expansion of a block-quantized file ([`expand`]), in a temp folder removed on
+    /// drop.
+    pub(super) expansion: Option<Expansion>,
+}
+
+/// The F32 expansion of the stored values: whole, or in slices of layers ([`sliced`]) beside
+/// the whole expansion's shape file for Gate 1's ftype plan.
+pub(super) struct Expansion {
+    _dir: tempfile::TempDir,
+    /// The whole expansion, or its shape file when sliced.
+    path: PathBuf,
+    sliced: Option<sliced::SlicedRun>,
 }
 
 impl Sources {
-    /// The F32 expansion's path, for block-quantized files.
-    pub(super) fn expansion(&self) -> Option<&Path> {
-        self.expansion.as_ref().map(|(_, p)| p.as_path())
+    /// A file with the whole expansion's names, types, shapes and metadata (the expansion
+    /// itself or its sparse shape file): what llama.cpp's quantizer plans from.
+    pub(super) fn plan_file(&self) -> Option<&Path> {
+        self.expansion.as_ref().map(|e| e.path.as_path())
+    }
+
+    /// The whole expansion, when it was written.
+    pub(super) fn whole_expansion(&self) -> Option<&Path> {
+        self.expansion
+            .as_ref()
+            .filter(|e| e.sliced.is_none())
+            .map(|e| e.path.as_path())
+    }
+
+    /// The sliced run of the expansion, when it is sliced.
+    pub(super) fn sliced(&self) -> Option<&sliced::SlicedRun> {
+        self.expansion.as_ref().and_then(|e| e.sliced.as_ref())
     }
 }
 
@@ -150,16 +174,42 @@ pub(super) fn open_sources(opts: &VerifyOptions, f: &mut Findings) -> Result<Opt
             }
             None => tempfile::tempdir()?,
         };
-        let p = dir.path().join("f32-expansion.gguf");
         // A file our reader refuses (e.g. truncated) has no expansion; Gate 1 names the defect.
-        match expand::write_f32_expansion(&opts.gguf, &p) {
-            Ok(_) => s.expansion = Some((dir, p)),
+        match write_expansion(&opts.gguf, dir) {
+            Ok(e) => s.expansion = Some(e),
+            Err(e) if e.is::<crate::disk::NoSpace>() => return Err(e),
             Err(e) => f
                 .notes
                 .push(format!("no F32 expansion of the stored values: {e:#}")),
         }
     }
     Ok(Some(s))
+}
+
+/// The expansion of `gguf` in `dir`: in slices of at most a quarter of the whole expansion
+/// each where the architecture allows ([`sliced`]; the scratch disk is then at most about
+/// half the F16 size of the model), else whole. Refused before anything is written when the
+/// folder's filesystem has less free space than the largest file it will hold.
+fn write_expansion(gguf: &Path, dir: tempfile::TempDir) -> Result<Expansion> {
+    let g = gguf::Gguf::open(gguf)?;
+    let whole = expand::f32_expansion_bytes(&g)?;
+    let run = sliced::SlicedRun::plan(gguf, dir.path(), whole / 4)?;
+    let need = match &run {
+        Some(r) => r.scratch_bytes()?,
+        None => whole,
+    };
+    crate::disk::ensure_free(dir.path(), need, "verify's F32 expansion")?;
+    let name = if run.is_some() { "f32-shape.gguf" } else { "f32-expansion.gguf" };
+    let path = dir.path().join(name);
+    match &run {
+        Some(_) => expand::write_shape_file(&g, &path)?,
+        None => expand::write_f32_expansion(gguf, &path)?,
+    };
+    Ok(Expansion {
+        _dir: dir,
+        path,
+        sliced: run,
+    })
 }
 
 /// The file's `general.architecture` when it differs from the HF folder's (then nothing in
@@ -173,40 +223,31 @@ fn architecture_mismatch(s: &Sources) -> Option<String> {
     (got != want).then(|| format!("the file is {got:?}, the HF folder is {want:?}"))
 }
 
-/// Refuses to start when the machine's available memory is below what verify will need
-/// ([`resources::estimate_need`] on the file's tensor table). A file our reader refuses is not
-/// refused here: Gate 1 names its defect as a blocker (a truncated file is NO-GO, not an error).
+/// Refuses to start when the machine's available memory is below the anonymous memory verify
+/// will need ([`resources::estimate_need`] on the file's tensor table). A file our reader
+/// refuses is not refused here: Gate 1 names its defect as a blocker (a truncated file is
+/// NO-GO, not an error).
 ///
 /// Errors: `MemAvailable` is below the estimate (the file and both figures named).
 pub(super) fn check_memory(gguf_path: &Path) -> Result<()> {
     let Ok(g) = gguf::Gguf::open(gguf_path) else {
         return Ok(());
     };
-    let table: Vec<(String, u64)> = g
-        .header
-        .tensors
-        .iter()
-        .map(|t| (t.name.clone(), t.n_elements()))
-        .collect();
-    let quantized = g
-        .header
-        .tensors
-        .iter()
-        .any(|t| t.ggml_type.block_size() > 1);
-    let need = resources::estimate_need(&table, g.bytes().len() as u64, quantized);
+    // ggml-cpu's get_features names it "AVX512".
+    let avx512 = llama_runtime::cpu_backend()
+        .map(|b| b.features.iter().any(|(n, v)| n == "AVX512" && v == "1"))
+        .unwrap_or(false);
+    let need = resources::estimate_need(&g.header.tensors, avx512);
     if let Some(avail) = resources::mem_available() {
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         anyhow::ensure!(
             avail >= need,
-            "{}: verify needs about {:.2} GiB of memory ({}, its largest layer in f32, and 0.5 \
-             GiB of working memory); this machine has {:.2} GiB available (MemAvailable)",
+            "{}: verify needs about {:.2} GiB of anonymous memory (its largest layer in f32, the \
+             weights llama.cpp's CPU backend repacks, the logits of 512 positions and 0.5 GiB \
+             of working memory; mapped files are reclaimable and not counted); this machine \
+             has {:.2} GiB available (MemAvailable)",
             gguf_path.display(),
             gib(need),
-            if quantized {
-                "the file's F32 expansion"
-            } else {
-                "the file"
-            },
             gib(avail)
         );
     }

@@ -26,6 +26,7 @@ mod qwen3moe;
 mod real_gguf;
 mod ref_ppl;
 mod release;
+mod scale;
 mod seed_a;
 mod setup_detection;
 mod tokenizer_stress;

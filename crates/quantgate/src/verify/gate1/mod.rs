@@ -97,7 +97,7 @@ fn expected_file_type(s: &Sources, f: &mut Findings) -> Result<(u32, Order)> {
         ));
         Ok((claimed, Order::Unknown))
     };
-    let Some(exp) = s.expansion() else {
+    let Some(exp) = s.plan_file() else {
         return not_judged(f, "no F32 expansion of the stored values".into());
     };
     if gguf::LlamaFtype::by_id(claimed).is_some_and(|t| t.quantize_target) {

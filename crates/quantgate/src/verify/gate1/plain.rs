@@ -424,7 +424,8 @@ pub fn check_tensors(
     let mut maps = SourceMaps::new(hf);
     let sources = reference_sources(hf, a, covered)?;
     let generated = super::generated::expected(hf, a)?;
-    for info in &infos {
+    for (k, info) in infos.iter().enumerate() {
+        crate::progress::report("gate 1 stored values: tensors", k, infos.len());
         r.tensors += 1;
         if let Some(g) = generated.get(&info.name) {
             check_generated(&mut file, gguf_path, info, g, blockers, r)?;

@@ -1,0 +1,285 @@
+//! What lets verify run a 7–8B model on a 24 GB, 2-core machine, on small models: the F32
+//! expansion in slices of layers gives the whole expansion's logits bit for bit; the disk
+//! space each step needs is checked before it writes; the memory estimate holds against a
+//! measured peak; mapped files are reclaimable (verify inside a memory cgroup smaller than the
+//! F32 expansion gives the same figures).
+
+use crate::common;
+
+use std::path::Path;
+
+use llama_runtime::{Context, ContextParams, Model};
+use quantgate::verify::expand;
+use quantgate::verify::sliced::{Runner, SlicedRun};
+
+/// Token ids of `n` positions, spread over the vocabulary (the values are what is compared,
+/// not what the ids mean).
+fn ids(n: usize, salt: u32, n_vocab: u32) -> Vec<u32> {
+    (0..n as u32)
+        .map(|i| (i * 7919 + salt * 104729 + 1) % n_vocab)
+        .collect()
+}
+
+/// Every logit of every position of `seqs` through `runner`.
+fn all_logits(runner: Runner, seqs: &[Vec<u32>]) -> Vec<Vec<Vec<f32>>> {
+    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let ready = runner.ready(&refs, 512, 2).unwrap();
+    let mut ctx = Context::new(ready.model(), ContextParams::logits(512, 512, 2)).unwrap();
+    seqs.iter()
+        .enumerate()
+        .map(|(i, s)| ready.logits(&mut ctx, i, s, 0).unwrap())
+        .collect()
+}
+
+/// The sliced run of `gguf` (slices of at most `budget` bytes) against its whole expansion.
+fn sliced_equals_whole(gguf: &Path, budget: u64, n_slices: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole.gguf");
+    expand::write_f32_expansion(gguf, &whole).unwrap();
+    let m = Model::load(&whole, false).unwrap();
+    let n_vocab = m.n_vocab() as u32;
+    // Lengths across ubatch-free sizes: 1 token, a few, one over 64.
+    let seqs = vec![ids(1, 0, n_vocab), ids(7, 1, n_vocab), ids(65, 2, n_vocab)];
+    let want = all_logits(Runner::Model(&m), &seqs);
+    drop(m);
+    let slices = dir.path().join("slices");
+    std::fs::create_dir(&slices).unwrap();
+    let run = SlicedRun::plan(gguf, &slices, budget).unwrap().expect("sliceable");
+    assert_eq!(run.ranges.len(), n_slices, "{:?}", run.ranges);
+    assert!(run.ranges.windows(2).all(|w| w[0].end == w[1].start));
+    let got = all_logits(Runner::Sliced(&run), &seqs);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g.len(), seqs[i].len());
+        for (p, (a, b)) in g.iter().zip(w).enumerate() {
+            let same = a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(same, "sequence {i} position {p}: sliced logits differ from the whole expansion's");
+        }
+    }
+    // Each slice's file was removed once loaded.
+    assert_eq!(std::fs::read_dir(&slices).unwrap().count(), 0);
+}
+
+#[test]
+fn sliced_logits_equal_the_whole_expansions_bit_for_bit() {
+    // A third party's Q4_1 (llama, 30 layers, tied embeddings): slices of about 4 layers.
+    let q4_1 = common::smollm2_q4_1();
+    let layer = 4 * 3_540_096u64; // f32 bytes of one SmolLM2-135M layer
+    sliced_equals_whole(&q4_1, 4 * layer, 9);
+    // Llama 3 RoPE (rope_freqs.weight in every slice), one layer per slice, Q4_K_M.
+    let hf = common::hf("Llama-3.2-1B-Instruct-2L-seeded");
+    let dir = tempfile::tempdir().unwrap();
+    let (f16, q4) = (dir.path().join("f16.gguf"), dir.path().join("q4.gguf"));
+    common::convert_to(&hf, &f16, quantgate::convert::OutType::F16, false);
+    common::quantize_to(&f16, &q4, "Q4_K_M");
+    sliced_equals_whole(&q4, 1, 2);
+}
+
+/// A tmpfs of `size` (e.g. `8m`) mounted on a temp folder, unmounted on drop. Needs root, as
+/// the test command runs on these machines.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Tmpfs {
+        let d = tempfile::tempdir().unwrap();
+        let st = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(d.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount -t tmpfs needs root");
+        Tmpfs(d)
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+/// The refusal's text: `{what} needs X MB in DIR, Y MB free`.
+fn assert_refused(e: &anyhow::Error, what: &str, dir: &Path) {
+    let msg = format!("{e:#}");
+    let ns = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<quantgate::disk::NoSpace>())
+        .unwrap_or_else(|| panic!("not a disk-space refusal: {msg}"));
+    assert!(ns.need > ns.free, "{msg}");
+    assert!(
+        msg.contains(&format!("{what} needs "))
+            && msg.contains(&format!(" in {}", dir.display()))
+            && msg.contains(" free"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn convert_quantize_and_verify_refuse_up_front_when_the_disk_is_short() {
+    let small = Tmpfs::mount("8m");
+    let hf = common::hf("SmolLM2-135M-Instruct");
+    // convert: 270 MB of F16 into 8 MB.
+    let out = small.path().join("f16.gguf");
+    let e = quantgate::convert::convert(
+        &hf,
+        &out,
+        &quantgate::convert::ConvertOptions {
+            outtype: quantgate::convert::OutType::F16,
+            vocab_only: false,
+            fallback: None,
+            allow_nonfinite: false,
+        },
+    )
+    .unwrap_err();
+    assert_refused(&e, "convert", small.path());
+    // quantize: an F16 made elsewhere, its Q4_K_M (about 100 MB) into 8 MB.
+    let big = tempfile::tempdir().unwrap();
+    let f16 = big.path().join("f16.gguf");
+    common::convert_to(&hf, &f16, quantgate::convert::OutType::F16, false);
+    let e = quantgate::quantize::quantize(
+        &f16,
+        &small.path().join("q4.gguf"),
+        "Q4_K_M",
+        quantgate::threads::Threads::DEFAULT,
+    )
+    .unwrap_err();
+    assert_refused(&e, "quantize", small.path());
+    // verify: the F32 expansion's largest slice of a Q4_1 into 8 MB.
+    let work = small.path().join("verify");
+    let e = quantgate::verify::verify(&quantgate::verify::VerifyOptions {
+        hf_dir: hf.clone(),
+        gguf: common::smollm2_q4_1(),
+        texts: None,
+        protocol: None,
+        release: None,
+        ppl_text: None,
+        threads: quantgate::threads::Threads::DEFAULT,
+        work_dir: Some(work.clone()),
+    })
+    .unwrap_err();
+    assert_refused(&e, "verify's F32 expansion", &work);
+    // Nothing was started: no partial file anywhere on the small filesystem.
+    let left: Vec<_> = walk(small.path());
+    assert!(left.iter().all(|p| p.is_dir()), "{left:?}");
+}
+
+/// Every path under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}
+
+/// The largest peak anonymous memory of any gate in a verify report, MiB.
+fn peak_anon_mib(report: &serde_json::Value) -> f64 {
+    report["costs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["peak_anon_mib"].as_f64().unwrap())
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn the_memory_estimate_bounds_the_measured_peak_of_anonymous_memory() {
+    // A Q4_K_M: its Q4_K matrices are repacked into anonymous buffers by the CPU backend.
+    let hf = common::hf("SmolLM2-135M-Instruct");
+    let dir = tempfile::tempdir().unwrap();
+    let (f16, q4) = (dir.path().join("f16.gguf"), dir.path().join("q4.gguf"));
+    common::convert_to(&hf, &f16, quantgate::convert::OutType::F16, false);
+    common::quantize_to(&f16, &q4, "Q4_K_M");
+    let avx512 = llama_runtime::cpu_backend()
+        .unwrap()
+        .features
+        .iter()
+        .any(|(n, v)| n == "AVX512" && v == "1");
+    for gguf in [&f16, &q4] {
+        let r = common::verify_cli_go(&hf, gguf, &dir.path().join("report"));
+        let measured = peak_anon_mib(&r);
+        let g = gguf::Gguf::open(gguf).unwrap();
+        let estimate =
+            quantgate::verify::resources::estimate_need(&g.header.tensors, avx512) as f64 / 1048576.0;
+        // An upper bound, and not a loose one: within 1.5× the measured peak plus 512 MiB
+        // (fixed before measuring).
+        assert!(
+            measured > 0.0 && measured <= estimate && estimate <= 1.5 * measured + 512.0,
+            "{}: measured {measured:.0} MiB, estimated {estimate:.0} MiB",
+            gguf.display()
+        );
+    }
+}
+
+/// A memory cgroup (v1, mounted at /sys/fs/cgroup/memory on these machines) with a limit,
+/// removed on drop.
+struct MemoryCgroup(std::path::PathBuf);
+
+impl MemoryCgroup {
+    fn new(limit: u64) -> MemoryCgroup {
+        let p = Path::new("/sys/fs/cgroup/memory").join(format!("quantgate-it-{}", std::process::id()));
+        std::fs::create_dir(&p).expect("a memory cgroup (v1, as root)");
+        std::fs::write(p.join("memory.limit_in_bytes"), limit.to_string()).unwrap();
+        MemoryCgroup(p)
+    }
+
+    fn read(&self, file: &str) -> u64 {
+        std::fs::read_to_string(self.0.join(file)).unwrap().trim().parse().unwrap()
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn verify_inside_a_memory_cgroup_smaller_than_the_f32_expansion_gives_the_same_figures() {
+    let hf = common::hf("SmolLM2-135M-Instruct");
+    let q4_1 = common::smollm2_q4_1();
+    let dir = tempfile::tempdir().unwrap();
+    let free = common::verify_cli_go(&hf, &q4_1, &dir.path().join("free"));
+    let g = gguf::Gguf::open(&q4_1).unwrap();
+    let expansion = expand::f32_expansion_bytes(&g).unwrap();
+    // Below the expansion (538 MB), above the anonymous peak measured on its own.
+    let limit = 480 << 20;
+    assert!(limit < expansion);
+    let anon = peak_anon_mib(&free) * 1048576.0;
+    assert!(anon < limit as f64 * 0.9, "anonymous peak {anon} too near the limit");
+    let cg = MemoryCgroup::new(limit);
+    let report = dir.path().join("limited");
+    let qg = env!("CARGO_BIN_EXE_quantgate");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"echo $$ > "$1/cgroup.procs" && shift && exec "$@""#)
+        .arg("sh")
+        .arg(&cg.0)
+        .arg(qg)
+        .args(["verify", "--threads", "2", "--hf"])
+        .arg(&hf)
+        .arg("--gguf")
+        .arg(&q4_1)
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.lines().last() == Some("GO"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(cg.read("memory.max_usage_in_bytes") <= limit);
+    let limited = common::json(&report.join("report.json"));
+    for k in ["gate1", "gate2_logits", "gate2_logits_as_shipped", "gate2_tokenizer"] {
+        assert_eq!(limited[k], free[k], "{k}");
+    }
+}

