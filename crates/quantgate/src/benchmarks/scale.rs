@@ -100,6 +100,8 @@ struct Work {
 ///
 /// Errors: a step that cannot start or fails (its name and exit code), unreadable outputs.
 pub fn run(exe: &Path, hf: &Path, work: &Path, text: &Path, threads: Threads) -> Result<ScaleBench> {
+    ensure!(text.is_file(), "{}: no such text file (-f)", text.display());
+    ensure!(hf.join("config.json").is_file(), "{}: not an HF folder (no config.json)", hf.display());
     std::fs::create_dir_all(work).with_context(|| format!("{}: cannot create", work.display()))?;
     let w = Work {
         dir: work.to_path_buf(),
@@ -112,7 +114,7 @@ pub fn run(exe: &Path, hf: &Path, work: &Path, text: &Path, threads: Threads) ->
     let mut step = |name: &str, args: &[&std::ffi::OsStr], leaves: &[&Path]| -> Result<Step> {
         let s = measure(name, Command::new(exe).args(args), &w.dir, leaves)?;
         ensure!(s.exit_code == Some(0), "bench scale: {name} failed: {s:?}");
-        crate::progress::report("bench scale", steps.len() + 1, 8);
+        crate::progress::report("steps done", steps.len() + 1, 8);
         steps.push(s.clone());
         Ok(s)
     };

@@ -13,12 +13,9 @@ pub fn run(hf: &Path, work: &Path, text: &Path, threads: Threads) -> anyhow::Res
     let exe = std::env::current_exe()?;
     super::progress::install_stderr_hook("bench scale");
     let b = scale::run(&exe, hf, work, text, threads)?;
-    let cpu = llama_runtime::cpu_backend()
-        .map(|c| c.to_string())
-        .unwrap_or_else(|e| e.to_string());
     let gb = |x: u64| x as f64 / 1e9;
     println!(
-        "bench scale: {} · {threads} threads · runtime {} · CPU {cpu}",
+        "bench scale: {} · {threads} threads · runtime {}",
         hf.display(),
         llama_runtime::build_info()
     );

@@ -244,12 +244,15 @@ impl Drop for MemoryCgroup {
 #[test]
 fn verify_inside_a_memory_cgroup_smaller_than_the_f32_expansion_gives_the_same_figures() {
     let hf = common::hf("SmolLM2-135M-Instruct");
-    let q4_1 = common::smollm2_q4_1();
     let dir = tempfile::tempdir().unwrap();
+    let f16 = dir.path().join("f16.gguf");
+    common::convert_to(&hf, &f16, quantgate::convert::OutType::F16, false);
+    let q4_1 = dir.path().join("q4_1.gguf");
+    common::quantize_to(&f16, &q4_1, "Q4_1");
     let free = common::verify_cli_go(&hf, &q4_1, &dir.path().join("free"));
     let g = gguf::Gguf::open(&q4_1).unwrap();
     let expansion = expand::f32_expansion_bytes(&g).unwrap();
-    // Below the expansion (538 MB), above the anonymous peak measured on its own.
+    // Below the expansion (538 MB), above the anonymous peak measured without a limit.
     let limit = 480 << 20;
     assert!(limit < expansion);
     let anon = peak_anon_mib(&free) * 1048576.0;
@@ -257,7 +260,9 @@ fn verify_inside_a_memory_cgroup_smaller_than_the_f32_expansion_gives_the_same_f
     let cg = MemoryCgroup::new(limit);
     let report = dir.path().join("limited");
     let qg = env!("CARGO_BIN_EXE_quantgate");
+    // The same binary and CPU variant as the run without a limit (common::qg).
     let out = std::process::Command::new("sh")
+        .env(llama_runtime::CPU_VARIANT_ENV, common::TEST_CPU_VARIANT)
         .arg("-c")
         .arg(r#"echo $$ > "$1/cgroup.procs" && shift && exec "$@""#)
         .arg("sh")
@@ -278,6 +283,8 @@ fn verify_inside_a_memory_cgroup_smaller_than_the_f32_expansion_gives_the_same_f
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(cg.read("memory.max_usage_in_bytes") <= limit);
+    // The limit was reached: the kernel reclaimed pages to stay under it.
+    assert!(cg.read("memory.failcnt") > 0);
     let limited = common::json(&report.join("report.json"));
     for k in ["gate1", "gate2_logits", "gate2_logits_as_shipped", "gate2_tokenizer"] {
         assert_eq!(limited[k], free[k], "{k}");
