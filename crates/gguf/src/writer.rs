@@ -197,9 +197,9 @@ impl<'a> GgufWriter<'a> {
         let sizes = self.validate()?;
         let alignment = self.alignment()?;
         let (head, _) = self.header(&sizes, alignment);
-        Ok(sizes
-            .iter()
-            .fold(head.len() as u64, |a, n| a + pad(*n, alignment).expect("size checked")))
+        Ok(sizes.iter().fold(head.len() as u64, |a, n| {
+            a + pad(*n, alignment).expect("size checked")
+        }))
     }
 
     /// Writes the file to `out` (any writer). Returns the byte counts.

@@ -80,6 +80,9 @@ mod tests {
         assert_eq!(size(31_900_000_000), "31.9 GB");
         assert_eq!(size(12_345_678), "12.3 MB");
         let gone = dir.path().join("missing");
-        assert!(ensure_free(&gone, 1, "x").unwrap_err().to_string().contains("missing"));
+        assert!(ensure_free(&gone, 1, "x")
+            .unwrap_err()
+            .to_string()
+            .contains("missing"));
     }
 }

@@ -79,9 +79,15 @@ fn planned_bytes(src: &Gguf, input: &Path, id: u32) -> Result<u64> {
         let t = src.header.tensors.iter().find(|t| t.name == p.name);
         let ty = GgmlType::from_name(&p.ggml_type);
         let (Some(t), Some(ty)) = (t, ty) else {
-            bail!("{}: llama.cpp plans {} as {}", input.display(), p.name, p.ggml_type);
+            bail!(
+                "{}: llama.cpp plans {} as {}",
+                input.display(),
+                p.name,
+                p.ggml_type
+            );
         };
-        let n = gguf::tensor_n_bytes(ty, &t.dims).map_err(|e| anyhow::anyhow!("{}: {e}", p.name))?;
+        let n =
+            gguf::tensor_n_bytes(ty, &t.dims).map_err(|e| anyhow::anyhow!("{}: {e}", p.name))?;
         total += gguf::pad(n, 32).unwrap_or(n);
     }
     Ok(total)
@@ -162,12 +168,12 @@ pub fn quantize(
     crate::interrupt::check()?;
     let t0 = std::time::Instant::now();
     let progress = |done, total| crate::progress::report("quantize: tensors", done, total);
-    llama_runtime::quantize_model(input, tmp.path(), id, threads.get(), progress).map_err(
-        |e| match disk_hint(dir) {
+    llama_runtime::quantize_model(input, tmp.path(), id, threads.get(), progress).map_err(|e| {
+        match disk_hint(dir) {
             Some(h) => anyhow::Error::from(e).context(h),
             None => e.into(),
-        },
-    )?;
+        }
+    })?;
     let seconds = t0.elapsed().as_secs_f64();
     crate::interrupt::check()?;
     let g = Gguf::open(tmp.path())?;

@@ -84,86 +84,163 @@ pub struct ScaleBench {
     pub goals: Vec<Goal>,
     /// Tokens/s of the reference and of llama.cpp in verify's judged logits, per verify step.
     pub forward_speed: Vec<(String, crate::verify::logits::ForwardSpeed)>,
+    /// Each verify step's verdict, blockers and per-gate costs.
+    pub verdicts: Vec<(
+        String,
+        crate::verify::Verdict,
+        Vec<crate::verify::Blocker>,
+        Vec<crate::verify::resources::GateCost>,
+    )>,
     /// The JSON record of each eval step (PPL, KLD), by step name.
     pub evals: Vec<(String, serde_json::Value)>,
 }
 
-/// Where each step writes.
-struct Work {
-    dir: PathBuf,
-    f16: PathBuf,
-    q4: PathBuf,
+/// The steps run so far, in one work folder.
+struct Steps<'a> {
+    exe: &'a Path,
+    dir: &'a Path,
+    threads: String,
+    done: Vec<Step>,
+}
+
+impl Steps<'_> {
+    /// `quantgate ARGS…` with `--threads`/`-t` last where `threads_flag` names it.
+    fn cmd(&self, args: &[&dyn AsRef<std::ffi::OsStr>], threads_flag: Option<&str>) -> Command {
+        let mut c = Command::new(self.exe);
+        for a in args {
+            c.arg(a);
+        }
+        if let Some(f) = threads_flag {
+            c.args([f, &self.threads]);
+        }
+        c
+    }
+
+    /// Runs one step; it must exit 0 (or 1, NO-GO, for a verify: the bench measures it and
+    /// goes on, the verdict in its table).
+    fn run(&mut self, name: &str, mut cmd: Command, leaves: &[&Path]) -> Result<()> {
+        let s = measure(name, &mut cmd, self.dir, leaves)?;
+        let verdict = name.starts_with("verify") && s.exit_code == Some(1);
+        ensure!(
+            s.exit_code == Some(0) || verdict,
+            "bench scale: {name} failed: {s:?}"
+        );
+        self.done.push(s);
+        crate::progress::report("steps done", self.done.len(), 8);
+        Ok(())
+    }
 }
 
 /// Runs the pipeline on `hf` in `work` with `exe` (this quantgate binary), PPL and KLD on
 /// `text`.
 ///
 /// Errors: a step that cannot start or fails (its name and exit code), unreadable outputs.
-pub fn run(exe: &Path, hf: &Path, work: &Path, text: &Path, threads: Threads) -> Result<ScaleBench> {
+pub fn run(
+    exe: &Path,
+    hf: &Path,
+    work: &Path,
+    text: &Path,
+    threads: Threads,
+) -> Result<ScaleBench> {
     ensure!(text.is_file(), "{}: no such text file (-f)", text.display());
-    ensure!(hf.join("config.json").is_file(), "{}: not an HF folder (no config.json)", hf.display());
+    ensure!(
+        hf.join("config.json").is_file(),
+        "{}: not an HF folder (no config.json)",
+        hf.display()
+    );
     std::fs::create_dir_all(work).with_context(|| format!("{}: cannot create", work.display()))?;
-    let w = Work {
-        dir: work.to_path_buf(),
-        f16: work.join("model-F16.gguf"),
-        q4: work.join("model-Q4_K_M.gguf"),
+    let (f16, q4) = (work.join("model-F16.gguf"), work.join("model-Q4_K_M.gguf"));
+    let floor_s = floor(hf, work)?;
+    let mut st = Steps {
+        exe,
+        dir: work,
+        threads: threads.to_string(),
+        done: Vec::new(),
     };
-    let t = threads.to_string();
-    let floor_s = floor(hf, &w.dir)?;
-    let mut steps = Vec::new();
-    let mut step = |name: &str, args: &[&std::ffi::OsStr], leaves: &[&Path]| -> Result<Step> {
-        let s = measure(name, Command::new(exe).args(args), &w.dir, leaves)?;
-        ensure!(s.exit_code == Some(0), "bench scale: {name} failed: {s:?}");
-        crate::progress::report("steps done", steps.len() + 1, 8);
-        steps.push(s.clone());
-        Ok(s)
-    };
-    let os = |s: &str| std::ffi::OsString::from(s);
-    let (f16, q4) = (w.f16.as_os_str(), w.q4.as_os_str());
-    step("convert F16", &[&os("convert"), hf.as_os_str(), &os("-o"), f16, &os("--outtype"), &os("f16")], &[&w.f16])?;
-    step("quantize Q4_K_M", &[&os("quantize"), &os("--threads"), &os(&t), f16, q4, &os("Q4_K_M")], &[&w.q4])?;
-    let mut forward_speed = Vec::new();
-    for (name, gguf) in [("verify F16", f16), ("verify Q4_K_M", q4)] {
-        let report = w.dir.join(format!("report-{}", name.replace(' ', "-")));
+    let c = st.cmd(&[&"convert", &hf, &"-o", &f16, &"--outtype", &"f16"], None);
+    st.run("convert F16", c, &[&f16])?;
+    let c = st.cmd(&[&"quantize", &f16, &q4, &"Q4_K_M"], Some("--threads"));
+    st.run("quantize Q4_K_M", c, &[&q4])?;
+    let (mut forward_speed, mut verdicts) = (Vec::new(), Vec::new());
+    for (name, gguf) in [("verify F16", &f16), ("verify Q4_K_M", &q4)] {
+        let report = work.join(format!("report-{}", name.replace(' ', "-")));
         let _ = std::fs::remove_dir_all(&report);
-        let args = [&os("verify"), &os("--threads"), &os(&t), &os("--hf"), hf.as_os_str(), &os("--gguf"), gguf, &os("--report"), report.as_os_str()];
-        step(name, &args, &[&report])?;
-        let r: crate::verify::VerifyReport = serde_json::from_slice(&std::fs::read(report.join("report.json"))?)?;
-        ensure!(r.verdict == crate::verify::Verdict::Go, "bench scale: {name} is NO-GO: {:?}", r.blockers);
+        let c = st.cmd(
+            &[
+                &"verify",
+                &"--hf",
+                &hf,
+                &"--gguf",
+                gguf,
+                &"--report",
+                &report,
+            ],
+            Some("--threads"),
+        );
+        st.run(name, c, &[&report])?;
+        let r: crate::verify::VerifyReport =
+            serde_json::from_slice(&std::fs::read(report.join("report.json"))?)?;
         if let Some(s) = r.gate2_speed {
             forward_speed.push((name.to_string(), s));
         }
+        verdicts.push((name.to_string(), r.verdict, r.blockers, r.costs));
     }
-    let mut evals = Vec::new();
-    let base = w.dir.join("kld-base.logits");
-    let eval_steps: [(&str, Vec<&std::ffi::OsStr>); 4] = [
-        ("eval ppl F16", vec![std::ffi::OsStr::new("ppl"), f16]),
-        ("eval ppl Q4_K_M", vec![std::ffi::OsStr::new("ppl"), q4]),
-        ("eval kld-base F16", vec![std::ffi::OsStr::new("kld-base"), f16, std::ffi::OsStr::new("--out"), base.as_os_str()]),
-        ("eval kld Q4_K_M", vec![std::ffi::OsStr::new("kld"), q4, std::ffi::OsStr::new("--base"), base.as_os_str()]),
-    ];
-    for (name, head) in eval_steps {
-        let json = w.dir.join(format!("{}.json", name.replace(' ', "-")));
-        let mut a: Vec<std::ffi::OsString> = vec![os("eval")];
-        a.extend(head.iter().map(|x| x.to_os_string()));
-        if !name.starts_with("eval kld Q") {
-            a.extend([os("-f"), text.as_os_str().to_os_string(), os("-c"), os("512"), os("--chunks"), os("4")]);
-        }
-        a.extend([os("-t"), os(&t), os("--json"), json.as_os_str().to_os_string()]);
-        let refs: Vec<&std::ffi::OsStr> = a.iter().map(|x| x.as_os_str()).collect();
-        step(name, &refs, &[])?;
-        evals.push((name.to_string(), serde_json::from_slice(&std::fs::read(&json)?)?));
-    }
-    let sizes = sizes(hf, &w.f16)?;
-    let goals = goals(&sizes, floor_s, &steps);
+    let evals = evals(&mut st, (&f16, &q4), text)?;
+    let sizes = sizes(hf, &f16)?;
+    let goals = goals(&sizes, floor_s, &st.done);
     Ok(ScaleBench {
         sizes,
         floor_s,
-        steps,
+        steps: st.done,
         goals,
         forward_speed,
+        verdicts,
         evals,
     })
+}
+
+/// eval ppl (4 × 512) of both files, then the KLD of the Q4_K_M against the F16's logits:
+/// each step's JSON record, by step name.
+fn evals(
+    st: &mut Steps,
+    (f16, q4): (&Path, &Path),
+    text: &Path,
+) -> Result<Vec<(String, serde_json::Value)>> {
+    let base = st.dir.join("kld-base.logits");
+    let on_text = [
+        &"-f" as &dyn AsRef<std::ffi::OsStr>,
+        &text,
+        &"-c",
+        &"512",
+        &"--chunks",
+        &"4",
+    ];
+    let mut out = Vec::new();
+    for (name, kind, model) in [
+        ("eval ppl F16", "ppl", f16),
+        ("eval ppl Q4_K_M", "ppl", q4),
+        ("eval kld-base F16", "kld-base", f16),
+        ("eval kld Q4_K_M", "kld", q4),
+    ] {
+        let json = st.dir.join(format!("{}.json", name.replace(' ', "-")));
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"eval", &kind, &model];
+        match kind {
+            "kld-base" => args.extend([&"--out" as &dyn AsRef<std::ffi::OsStr>, &base]),
+            "kld" => args.extend([&"--base" as &dyn AsRef<std::ffi::OsStr>, &base]),
+            _ => {}
+        }
+        if kind != "kld" {
+            args.extend(on_text);
+        }
+        args.extend([&"--json" as &dyn AsRef<std::ffi::OsStr>, &json]);
+        let c = st.cmd(&args, Some("-t"));
+        st.run(name, c, &[])?;
+        out.push((
+            name.to_string(),
+            serde_json::from_slice(&std::fs::read(&json)?)?,
+        ));
+    }
+    Ok(out)
 }
 
 /// The goals of issue 30 against the measured steps.
@@ -172,13 +249,33 @@ fn goals(sizes: &Sizes, floor_s: f64, steps: &[Step]) -> Vec<Goal> {
     let by = |n: &str| steps.iter().find(|s| s.name == n);
     let mut g = Vec::new();
     if let Some(c) = by("convert F16") {
-        g.push(Goal { what: "convert wall ≤ 1.3 × cp + fsync floor".into(), measured: c.wall_s, allowed: 1.3 * floor_s, unit: "s".into() });
-        g.push(Goal { what: "convert peak RSS ≤ largest tensor + 64 MiB".into(), measured: gib(c.peak_rss), allowed: gib(sizes.largest_tensor + (64 << 20)), unit: "GiB".into() });
+        g.push(Goal {
+            what: "convert wall ≤ 1.3 × cp + fsync floor".into(),
+            measured: c.wall_s,
+            allowed: 1.3 * floor_s,
+            unit: "s".into(),
+        });
+        g.push(Goal {
+            what: "convert peak RSS ≤ largest tensor + 64 MiB".into(),
+            measured: gib(c.peak_rss),
+            allowed: gib(sizes.largest_tensor + (64 << 20)),
+            unit: "GiB".into(),
+        });
     }
     for n in ["verify F16", "verify Q4_K_M"] {
         if let Some(v) = by(n) {
-            g.push(Goal { what: format!("{n} anonymous memory ≤ largest layer in f32 + 1 GiB"), measured: gib(v.peak_anon), allowed: gib(sizes.largest_layer_f32 + (1 << 30)), unit: "GiB".into() });
-            g.push(Goal { what: format!("{n} scratch disk ≤ F16 size"), measured: gib(v.disk_peak), allowed: gib(sizes.f16), unit: "GiB".into() });
+            g.push(Goal {
+                what: format!("{n} anonymous memory ≤ largest layer in f32 + 1 GiB"),
+                measured: gib(v.peak_anon),
+                allowed: gib(sizes.largest_layer_f32 + (1 << 30)),
+                unit: "GiB".into(),
+            });
+            g.push(Goal {
+                what: format!("{n} scratch disk ≤ F16 size"),
+                measured: gib(v.disk_peak),
+                allowed: gib(sizes.f16),
+                unit: "GiB".into(),
+            });
         }
     }
     g
@@ -186,7 +283,10 @@ fn goals(sizes: &Sizes, floor_s: f64, steps: &[Step]) -> Vec<Goal> {
 
 /// The sizes of the model: source shards, F16 file, largest tensor and layer.
 fn sizes(hf: &Path, f16: &Path) -> Result<Sizes> {
-    let source = shards(hf)?.iter().map(|p| p.metadata().map_or(0, |m| m.len())).sum();
+    let source = shards(hf)?
+        .iter()
+        .map(|p| p.metadata().map_or(0, |m| m.len()))
+        .sum();
     let g = gguf::Gguf::open(f16)?;
     let mut layers: std::collections::BTreeMap<usize, u64> = Default::default();
     for t in &g.header.tensors {
@@ -197,7 +297,13 @@ fn sizes(hf: &Path, f16: &Path) -> Result<Sizes> {
     Ok(Sizes {
         source,
         f16: g.header.tensors.iter().map(|t| 2 * t.n_elements()).sum(),
-        largest_tensor: g.header.tensors.iter().map(|t| t.n_bytes).max().unwrap_or(0),
+        largest_tensor: g
+            .header
+            .tensors
+            .iter()
+            .map(|t| t.n_bytes)
+            .max()
+            .unwrap_or(0),
         largest_layer_f32: layers.values().copied().max().unwrap_or(0),
     })
 }
@@ -217,7 +323,10 @@ fn shards(hf: &Path) -> Result<Vec<PathBuf>> {
 /// removed afterwards.
 fn floor(hf: &Path, dir: &Path) -> Result<f64> {
     let src = shards(hf)?;
-    let need: u64 = src.iter().map(|p| p.metadata().map_or(0, |m| m.len())).sum();
+    let need: u64 = src
+        .iter()
+        .map(|p| p.metadata().map_or(0, |m| m.len()))
+        .sum();
     crate::disk::ensure_free(dir, need, "bench scale's cp + fsync floor")?;
     let copy = dir.join("floor-copy");
     let _ = std::fs::remove_dir_all(&copy);
@@ -260,7 +369,13 @@ fn measure(name: &str, cmd: &mut Command, dir: &Path, leaves: &[&Path]) -> Resul
 /// RssAnon of process `pid`, bytes (/proc/PID/status).
 fn rss_anon(pid: libc::pid_t) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 = s.lines().find_map(|l| l.strip_prefix("RssAnon:"))?.split_whitespace().next()?.parse().ok()?;
+    let kb: u64 = s
+        .lines()
+        .find_map(|l| l.strip_prefix("RssAnon:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
     Some(kb * 1024)
 }
 

@@ -56,6 +56,27 @@ pub fn run(hf: &Path, work: &Path, text: &Path, threads: Threads) -> anyhow::Res
         let (r, l) = s.tokens_per_s();
         println!("| {name} | {} | {r:.1} | {l:.1} | {:.2} |", s.tokens, l / r);
     }
+    println!("\n| verify step | verdict | blockers | per gate: wall s / peak RSS GiB / peak RssAnon GiB |\n|---|---|---|---|");
+    for (name, verdict, blockers, costs) in &b.verdicts {
+        let codes: Vec<String> = blockers.iter().map(|x| x.detail.clone()).collect();
+        let gates: Vec<String> = costs
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}: {:.0} / {:.2} / {:.2}",
+                    c.gate,
+                    c.wall_s,
+                    c.peak_rss_mib / 1024.0,
+                    c.peak_anon_mib / 1024.0
+                )
+            })
+            .collect();
+        println!(
+            "| {name} | {verdict} | {} | {} |",
+            codes.join("; "),
+            gates.join(" · ")
+        );
+    }
     println!("\n| eval step | figure |\n|---|---|");
     for (name, v) in &b.evals {
         let v = v.get("result").unwrap_or(v);
@@ -66,7 +87,10 @@ pub fn run(hf: &Path, work: &Path, text: &Path, threads: Threads) -> anyhow::Res
             .collect();
         println!("| {name} | {} |", figs.join(" · "));
     }
-    std::fs::write(work.join("bench-scale.json"), serde_json::to_vec_pretty(&b)?)?;
+    std::fs::write(
+        work.join("bench-scale.json"),
+        serde_json::to_vec_pretty(&b)?,
+    )?;
     println!("\nJSON: {}", work.join("bench-scale.json").display());
     Ok(Status::Success)
 }

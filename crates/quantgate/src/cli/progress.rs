@@ -36,7 +36,10 @@ pub fn install_stderr_hook(command: &'static str) {
         l.2 = Some(Instant::now());
         if total > 0 {
             let spent = l.1.elapsed().as_secs_f64();
-            eprintln!("{command}: {step} {done}/{total}{}", timing(spent, done, total));
+            eprintln!(
+                "{command}: {step} {done}/{total}{}",
+                timing(spent, done, total)
+            );
         } else {
             eprintln!("{command}: {step}");
         }

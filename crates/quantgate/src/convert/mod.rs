@@ -445,7 +445,9 @@ pub fn convert(dir: &Path, out: &Path, opts: &ConvertOptions) -> Result<ConvertR
         .chain(planned.iter().map(|(_, p)| p.clone()))
         .collect();
     let rules = rule_summary(&planned_out);
-    let size = w.file_bytes().map_err(|e| anyhow!("{}: {e}", out.display()))?;
+    let size = w
+        .file_bytes()
+        .map_err(|e| anyhow!("{}: {e}", out.display()))?;
     crate::disk::ensure_free(output_dir(out), size, "convert")?;
     let summary = w.write_to_path(out).map_err(|e| match e {
         // Already names the file (and keeps the OS error for the exit status).
@@ -659,6 +661,14 @@ pub fn f16_range(x: &[f32]) -> (usize, usize) {
     (overflow, zeroed)
 }
 
+/// The folder an output file is written in (its temp file goes there too).
+pub(crate) fn output_dir(out: &Path) -> &Path {
+    match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -691,13 +701,5 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("expected f32, f16, bf16, q8_0 or auto"));
-    }
-}
-
-/// The folder an output file is written in (its temp file goes there too).
-pub(crate) fn output_dir(out: &Path) -> &Path {
-    match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
     }
 }

@@ -61,7 +61,12 @@ fn metadata<'a>(g: &Gguf, replace: &[(String, Value)]) -> GgufWriter<'a> {
     w
 }
 
-fn entry<'a>(t: &TensorInfo, name: String, ggml_type: GgmlType, data: TensorData<'a>) -> TensorEntry<'a> {
+fn entry<'a>(
+    t: &TensorInfo,
+    name: String,
+    ggml_type: GgmlType,
+    data: TensorData<'a>,
+) -> TensorEntry<'a> {
     TensorEntry {
         name,
         ggml_type,
@@ -77,7 +82,12 @@ pub fn write_f32_expansion(src: &Path, out: &Path) -> Result<u64> {
     let g = Gguf::open(src)?;
     let mut w = metadata(&g, &[]);
     for t in &g.header.tensors {
-        w.add_tensor(entry(t, t.name.clone(), GgmlType::F32, expanded(t, g.tensor_data(t))));
+        w.add_tensor(entry(
+            t,
+            t.name.clone(),
+            GgmlType::F32,
+            expanded(t, g.tensor_data(t)),
+        ));
     }
     let s = w
         .write_to_path(out)
@@ -89,7 +99,12 @@ pub fn write_f32_expansion(src: &Path, out: &Path) -> Result<u64> {
 pub fn f32_expansion_bytes(src: &Gguf) -> Result<u64> {
     let mut w = metadata(src, &[]);
     for t in &src.header.tensors {
-        w.add_tensor(entry(t, t.name.clone(), GgmlType::F32, zeros(t.n_elements() * 4)));
+        w.add_tensor(entry(
+            t,
+            t.name.clone(),
+            GgmlType::F32,
+            zeros(t.n_elements() * 4),
+        ));
     }
     Ok(w.file_bytes()?)
 }
@@ -97,7 +112,7 @@ pub fn f32_expansion_bytes(src: &Gguf) -> Result<u64> {
 /// `n` zero bytes, written in 1 MiB pieces.
 fn zeros<'a>(n: u64) -> TensorData<'a> {
     TensorData::Deferred(Box::new(move |out| {
-        const Z: [u8; 1 << 20] = [0; 1 << 20];
+        static Z: [u8; 1 << 20] = [0; 1 << 20];
         let mut left = n;
         while left > 0 {
             let k = left.min(Z.len() as u64) as usize;
@@ -137,7 +152,12 @@ impl Write for Sparse {
 pub fn write_shape_file(src: &Gguf, out: &Path) -> Result<u64> {
     let mut w = metadata(src, &[]);
     for t in &src.header.tensors {
-        w.add_tensor(entry(t, t.name.clone(), GgmlType::F32, zeros(t.n_elements() * 4)));
+        w.add_tensor(entry(
+            t,
+            t.name.clone(),
+            GgmlType::F32,
+            zeros(t.n_elements() * 4),
+        ));
     }
     let io = |e: std::io::Error| anyhow!("{}: {e}", out.display());
     let mut s = Sparse {
@@ -168,7 +188,13 @@ pub fn layer_of(name: &str) -> Option<usize> {
 /// (`output.weight`, or `token_embd.weight` when the embeddings are tied) is expanded too.
 ///
 /// Errors: a write failure, or a type ggml has no `to_float` for.
-pub fn write_slice(src: &Gguf, arch: &str, layers: Range<usize>, last: bool, out: &Path) -> Result<u64> {
+pub fn write_slice(
+    src: &Gguf,
+    arch: &str,
+    layers: Range<usize>,
+    last: bool,
+    out: &Path,
+) -> Result<u64> {
     let s = slice_writer(src, arch, layers, last, false)
         .write_to_path(out)
         .map_err(|e| anyhow!("{}: {e}", out.display()))?;
@@ -181,7 +207,13 @@ pub fn slice_bytes(src: &Gguf, arch: &str, layers: Range<usize>, last: bool) -> 
 }
 
 /// The writer of one slice ([`write_slice`]); with `dry`, zeros stand for the expanded data.
-fn slice_writer<'a>(src: &'a Gguf, arch: &str, layers: Range<usize>, last: bool, dry: bool) -> GgufWriter<'a> {
+fn slice_writer<'a>(
+    src: &'a Gguf,
+    arch: &str,
+    layers: Range<usize>,
+    last: bool,
+    dry: bool,
+) -> GgufWriter<'a> {
     let block_count = gguf::keys::arch_key(gguf::keys::llm::BLOCK_COUNT, arch);
     let mut w = metadata(src, &[(block_count, Value::U32(layers.len() as u32))]);
     let tied = !src.header.tensors.iter().any(|t| t.name == "output.weight");
@@ -223,7 +255,10 @@ pub fn embedding_rows(src: &Gguf, ids: &[u32]) -> Result<Vec<f32>> {
         .iter()
         .find(|t| t.name == "token_embd.weight")
         .ok_or_else(|| anyhow!("{}: no token_embd.weight", src.path().display()))?;
-    let (n_embd, n_rows) = (t.dims[0] as usize, t.dims.get(1).copied().unwrap_or(1) as usize);
+    let (n_embd, n_rows) = (
+        t.dims[0] as usize,
+        t.dims.get(1).copied().unwrap_or(1) as usize,
+    );
     let bytes = src.tensor_data(t);
     let row_bytes = bytes.len() / n_rows.max(1);
     let mut out = vec![0f32; ids.len() * n_embd];
@@ -235,8 +270,12 @@ pub fn embedding_rows(src: &Gguf, ids: &[u32]) -> Result<Vec<f32>> {
             src.path().display()
         );
         let row = &bytes[id * row_bytes..(id + 1) * row_bytes];
-        llama_runtime::ggml_to_float(t.ggml_type.id(), row, &mut out[i * n_embd..(i + 1) * n_embd])
-            .map_err(|e| anyhow!("token_embd.weight row {id}: {e}"))?;
+        llama_runtime::ggml_to_float(
+            t.ggml_type.id(),
+            row,
+            &mut out[i * n_embd..(i + 1) * n_embd],
+        )
+        .map_err(|e| anyhow!("token_embd.weight row {id}: {e}"))?;
     }
     Ok(out)
 }

@@ -123,7 +123,10 @@ pub fn check(source: &Path, quantized: &Path) -> Result<RequantReport> {
             k.0
         );
     }
-    let (n, done) = (q.header.tensors.len(), std::sync::atomic::AtomicUsize::new(0));
+    let (n, done) = (
+        q.header.tensors.len(),
+        std::sync::atomic::AtomicUsize::new(0),
+    );
     let tensors: Vec<RequantTensor> = q
         .header
         .tensors

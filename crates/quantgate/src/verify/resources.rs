@@ -80,7 +80,10 @@ impl Resident {
 /// This process's resident memory now (/proc/self/statm fields 2 and 3, in pages).
 pub fn resident() -> Resident {
     let text = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let mut f = text.split_whitespace().skip(1).map(|v| v.parse::<u64>().unwrap_or(0));
+    let mut f = text
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse::<u64>().unwrap_or(0));
     let (all, shared) = (f.next().unwrap_or(0), f.next().unwrap_or(0));
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
@@ -89,7 +92,6 @@ pub fn resident() -> Resident {
         anon: all.saturating_sub(shared) * page,
     }
 }
-
 
 /// The value in kB of `field` in a /proc text (`VmHWM:   1234 kB`).
 fn kib_field(text: &str, field: &str) -> Option<u64> {
@@ -178,7 +180,10 @@ mod tests {
         // blk.0: 1280 × 256 × 4 bytes, more than the embedding's 1000 × 256 × 4.
         let largest = 1280 * 256 * 4;
         let q4_k = 256 * 144; // 256 rows of one Q4_K block
-        assert_eq!(estimate_need(&t, false), largest + q4_k + logits + (512 << 20));
+        assert_eq!(
+            estimate_need(&t, false),
+            largest + q4_k + logits + (512 << 20)
+        );
         // With AVX-512 the Q2_K matrix (8 rows of 84 bytes) is repacked too.
         assert_eq!(
             estimate_need(&t, true),

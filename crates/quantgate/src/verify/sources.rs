@@ -199,7 +199,11 @@ fn write_expansion(gguf: &Path, dir: tempfile::TempDir) -> Result<Expansion> {
         None => whole,
     };
     crate::disk::ensure_free(dir.path(), need, "verify's F32 expansion")?;
-    let name = if run.is_some() { "f32-shape.gguf" } else { "f32-expansion.gguf" };
+    let name = if run.is_some() {
+        "f32-shape.gguf"
+    } else {
+        "f32-expansion.gguf"
+    };
     let path = dir.path().join(name);
     match &run {
         Some(_) => expand::write_shape_file(&g, &path)?,

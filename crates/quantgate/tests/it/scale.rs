@@ -44,15 +44,21 @@ fn sliced_equals_whole(gguf: &Path, budget: u64, n_slices: usize) {
     drop(m);
     let slices = dir.path().join("slices");
     std::fs::create_dir(&slices).unwrap();
-    let run = SlicedRun::plan(gguf, &slices, budget).unwrap().expect("sliceable");
+    let run = SlicedRun::plan(gguf, &slices, budget)
+        .unwrap()
+        .expect("sliceable");
     assert_eq!(run.ranges.len(), n_slices, "{:?}", run.ranges);
     assert!(run.ranges.windows(2).all(|w| w[0].end == w[1].start));
     let got = all_logits(Runner::Sliced(&run), &seqs);
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(g.len(), seqs[i].len());
         for (p, (a, b)) in g.iter().zip(w).enumerate() {
-            let same = a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
-            assert!(same, "sequence {i} position {p}: sliced logits differ from the whole expansion's");
+            let same =
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(
+                same,
+                "sequence {i} position {p}: sliced logits differ from the whole expansion's"
+            );
         }
     }
     // Each slice's file was removed once loaded.
@@ -97,7 +103,9 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(self.0.path()).status();
+        let _ = std::process::Command::new("umount")
+            .arg(self.0.path())
+            .status();
     }
 }
 
@@ -206,8 +214,9 @@ fn the_memory_estimate_bounds_the_measured_peak_of_anonymous_memory() {
         let r = common::verify_cli_go(&hf, gguf, &dir.path().join("report"));
         let measured = peak_anon_mib(&r);
         let g = gguf::Gguf::open(gguf).unwrap();
-        let estimate =
-            quantgate::verify::resources::estimate_need(&g.header.tensors, avx512) as f64 / 1048576.0;
+        let estimate = quantgate::verify::resources::estimate_need(&g.header.tensors, avx512)
+            as f64
+            / 1048576.0;
         // An upper bound, and not a loose one: within 1.5× the measured peak plus 512 MiB
         // (fixed before measuring).
         assert!(
@@ -224,14 +233,19 @@ struct MemoryCgroup(std::path::PathBuf);
 
 impl MemoryCgroup {
     fn new(limit: u64) -> MemoryCgroup {
-        let p = Path::new("/sys/fs/cgroup/memory").join(format!("quantgate-it-{}", std::process::id()));
+        let p =
+            Path::new("/sys/fs/cgroup/memory").join(format!("quantgate-it-{}", std::process::id()));
         std::fs::create_dir(&p).expect("a memory cgroup (v1, as root)");
         std::fs::write(p.join("memory.limit_in_bytes"), limit.to_string()).unwrap();
         MemoryCgroup(p)
     }
 
     fn read(&self, file: &str) -> u64 {
-        std::fs::read_to_string(self.0.join(file)).unwrap().trim().parse().unwrap()
+        std::fs::read_to_string(self.0.join(file))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
     }
 }
 
@@ -256,7 +270,10 @@ fn verify_inside_a_memory_cgroup_smaller_than_the_f32_expansion_gives_the_same_f
     let limit = 480 << 20;
     assert!(limit < expansion);
     let anon = peak_anon_mib(&free) * 1048576.0;
-    assert!(anon < limit as f64 * 0.9, "anonymous peak {anon} too near the limit");
+    assert!(
+        anon < limit as f64 * 0.9,
+        "anonymous peak {anon} too near the limit"
+    );
     let cg = MemoryCgroup::new(limit);
     let report = dir.path().join("limited");
     let qg = env!("CARGO_BIN_EXE_quantgate");
@@ -286,7 +303,12 @@ fn verify_inside_a_memory_cgroup_smaller_than_the_f32_expansion_gives_the_same_f
     // The limit was reached: the kernel reclaimed pages to stay under it.
     assert!(cg.read("memory.failcnt") > 0);
     let limited = common::json(&report.join("report.json"));
-    for k in ["gate1", "gate2_logits", "gate2_logits_as_shipped", "gate2_tokenizer"] {
+    for k in [
+        "gate1",
+        "gate2_logits",
+        "gate2_logits_as_shipped",
+        "gate2_tokenizer",
+    ] {
         assert_eq!(limited[k], free[k], "{k}");
     }
 }
