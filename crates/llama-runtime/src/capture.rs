@@ -72,5 +72,6 @@ pub(crate) unsafe extern "C" fn collect(
         let dst = cap.rows[start + j * n_embd..].as_mut_ptr();
         sys::ggml_backend_tensor_get(t, dst as *mut c_void, j * stride, n_embd * 4);
     }
-    true
+    // Stop the graph here: what follows (later layers, the output head) is not read.
+    false
 }

@@ -325,11 +325,12 @@ impl<'m> Context<'m> {
     }
 
     /// Decodes one sequence given as input embeddings (`embd`: `n × n_embd` floats, positions
-    /// `0..n` of sequence 0, after clearing the memory), every position an output.
+    /// `0..n` of sequence 0, after clearing the memory), positions from `first_output` on
+    /// outputs.
     ///
     /// Errors: `embd` not a whole number of rows, more rows than one batch or the context, or
     /// a failed decode.
-    fn decode_embd(&mut self, embd: &[f32]) -> Result<usize, RuntimeError> {
+    fn decode_embd(&mut self, embd: &[f32], first_output: usize) -> Result<usize, RuntimeError> {
         let n_embd = self.model.n_embd();
         let n = embd.len() / n_embd.max(1);
         if n == 0
@@ -356,7 +357,7 @@ impl<'m> Context<'m> {
                 *batch.pos.add(i) = i as i32;
                 *batch.n_seq_id.add(i) = 1;
                 *(*batch.seq_id.add(i)) = 0;
-                *batch.logits.add(i) = 1;
+                *batch.logits.add(i) = (i >= first_output) as i8;
             }
             batch.n_tokens = n as i32;
             let rc = sys::llama_decode(self.ptr.as_ptr(), batch);
@@ -380,14 +381,17 @@ impl<'m> Context<'m> {
         embd: &[f32],
         first_output: usize,
     ) -> Result<Vec<Vec<f32>>, RuntimeError> {
-        let n = self.decode_embd(embd)?;
-        self.output_rows(first_output.min(n)..n, 0)
+        let n = embd.len() / self.model.n_embd().max(1);
+        let first = first_output.min(n.saturating_sub(1));
+        self.decode_embd(embd, first)?;
+        self.output_rows(first..n, 0)
     }
 
     /// The output of the observed layer ([`Context::with_layer_output`]) for a sequence given
-    /// as input embeddings: `n × n_embd` floats, in position order. Every position is an
-    /// output, so the last layer keeps every row (llama.cpp drops the rows that are not
-    /// outputs before the last layer's feed-forward).
+    /// as input embeddings: `n × n_embd` floats, in position order. Only the last position is
+    /// an output (a one-row logits buffer): the observed layer must not be the model's last,
+    /// whose feed-forward llama.cpp runs on the output rows only. The callback stops the graph
+    /// after the observed node.
     ///
     /// Errors: as [`Context::decode_embd`]; a context without that observer, or a node of
     /// another type or shape, or one not found.
@@ -401,7 +405,8 @@ impl<'m> Context<'m> {
         // SAFETY: llama.cpp writes the capture only during a decode, which cannot run while
         // this &mut self borrow lasts; the pointer lives as long as the context.
         unsafe { (*cap.as_ptr()).rows.clear() };
-        let n = self.decode_embd(embd)?;
+        let rows = embd.len() / self.model.n_embd().max(1);
+        let n = self.decode_embd(embd, rows.saturating_sub(1))?;
         // SAFETY: as above.
         let cap = unsafe { &mut *cap.as_ptr() };
         if let Some(why) = cap.refused.take() {

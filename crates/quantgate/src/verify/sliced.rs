@@ -141,7 +141,8 @@ impl SlicedRun {
         let mut most = 0;
         for (k, r) in self.ranges.iter().enumerate() {
             let last = k + 1 == self.ranges.len();
-            most = most.max(expand::slice_bytes(&self.src, &self.arch, r.clone(), last)?);
+            let layers = file_layers(r, last);
+            most = most.max(expand::slice_bytes(&self.src, &self.arch, layers, last)?);
         }
         Ok(most)
     }
@@ -159,7 +160,13 @@ impl SlicedRun {
         for (k, r) in self.ranges.iter().enumerate() {
             let path = self.dir.join(format!("slice-{k}-of-{n}.gguf"));
             crate::progress::report("F32 expansion: slice", k, n);
-            expand::write_slice(&self.src, &self.arch, r.clone(), k + 1 == n, &path)?;
+            expand::write_slice(
+                &self.src,
+                &self.arch,
+                file_layers(r, k + 1 == n),
+                k + 1 == n,
+                &path,
+            )?;
             let model = Model::load(&path, false);
             // Mapped (or refused): the file's blocks are freed when the mapping goes.
             std::fs::remove_file(&path).with_context(|| format!("{}", path.display()))?;
@@ -176,6 +183,18 @@ impl SlicedRun {
             }
         }
         unreachable!("a plan has at least one slice")
+    }
+}
+
+/// The layers slice `r`'s file holds: a slice before the last holds the next slice's first
+/// layer too, so that the layer it hands on is not its model's last (llama.cpp keeps only the
+/// output rows in a model's last layer; the slice asks for one output, and the eval callback
+/// stops the graph before that extra layer runs).
+fn file_layers(r: &Range<usize>, last: bool) -> Range<usize> {
+    if last {
+        r.clone()
+    } else {
+        r.start..r.end + 1
     }
 }
 

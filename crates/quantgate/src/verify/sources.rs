@@ -175,7 +175,9 @@ pub(super) fn open_sources(opts: &VerifyOptions, f: &mut Findings) -> Result<Opt
             None => tempfile::tempdir()?,
         };
         // A file our reader refuses (e.g. truncated) has no expansion; Gate 1 names the defect.
-        match write_expansion(&opts.gguf, dir) {
+        // Embedding models keep the whole expansion: Gate 2 loads it to pool vectors.
+        let vectors = s.arch == Arch::Bert || s.pooling.is_some();
+        match write_expansion(&opts.gguf, dir, !vectors) {
             Ok(e) => s.expansion = Some(e),
             Err(e) if e.is::<crate::disk::NoSpace>() => return Err(e),
             Err(e) => f
@@ -186,14 +188,17 @@ pub(super) fn open_sources(opts: &VerifyOptions, f: &mut Findings) -> Result<Opt
     Ok(Some(s))
 }
 
-/// The expansion of `gguf` in `dir`: in slices of at most a quarter of the whole expansion
-/// each where the architecture allows ([`sliced`]; the scratch disk is then at most about
+/// The expansion of `gguf` in `dir`: with `slices`, in slices of at most a quarter of the
+/// whole expansion each where the architecture allows ([`sliced`]; the scratch disk is then at most about
 /// half the F16 size of the model), else whole. Refused before anything is written when the
 /// folder's filesystem has less free space than the largest file it will hold.
-fn write_expansion(gguf: &Path, dir: tempfile::TempDir) -> Result<Expansion> {
+fn write_expansion(gguf: &Path, dir: tempfile::TempDir, slices: bool) -> Result<Expansion> {
     let g = gguf::Gguf::open(gguf)?;
     let whole = expand::f32_expansion_bytes(&g)?;
-    let run = sliced::SlicedRun::plan(gguf, dir.path(), whole / 4)?;
+    let run = match slices {
+        true => sliced::SlicedRun::plan(gguf, dir.path(), whole / 4)?,
+        false => None,
+    };
     let need = match &run {
         Some(r) => r.scratch_bytes()?,
         None => whole,

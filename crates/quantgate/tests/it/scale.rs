@@ -20,15 +20,20 @@ fn ids(n: usize, salt: u32, n_vocab: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Every logit of every position of `seqs` through `runner`.
+/// Every logit of every position of `seqs` through `runner`, then those of the last
+/// sequence from position 40 on (as the long-context check asks: fewer outputs).
 fn all_logits(runner: Runner, seqs: &[Vec<u32>]) -> Vec<Vec<Vec<f32>>> {
     let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
     let ready = runner.ready(&refs, 512, 2).unwrap();
     let mut ctx = Context::new(ready.model(), ContextParams::logits(512, 512, 2)).unwrap();
-    seqs.iter()
+    let mut out: Vec<Vec<Vec<f32>>> = seqs
+        .iter()
         .enumerate()
         .map(|(i, s)| ready.logits(&mut ctx, i, s, 0).unwrap())
-        .collect()
+        .collect();
+    let last = seqs.len() - 1;
+    out.push(ready.logits(&mut ctx, last, &seqs[last], 40).unwrap());
+    out
 }
 
 /// The sliced run of `gguf` (slices of at most `budget` bytes) against its whole expansion.
@@ -50,8 +55,10 @@ fn sliced_equals_whole(gguf: &Path, budget: u64, n_slices: usize) {
     assert_eq!(run.ranges.len(), n_slices, "{:?}", run.ranges);
     assert!(run.ranges.windows(2).all(|w| w[0].end == w[1].start));
     let got = all_logits(Runner::Sliced(&run), &seqs);
+    assert_eq!(got.len(), seqs.len() + 1);
+    assert_eq!(got[seqs.len()].len(), 65 - 40);
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert_eq!(g.len(), seqs[i].len());
+        assert_eq!(g.len(), w.len());
         for (p, (a, b)) in g.iter().zip(w).enumerate() {
             let same =
                 a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
