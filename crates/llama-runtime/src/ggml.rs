@@ -112,19 +112,38 @@ pub fn ggml_quantize(type_id: u32, src: &[f32], n_per_row: usize) -> Result<Vec<
         });
     }
     let nrows = src.len() / n_per_row;
-    let mut out = vec![0u8; n_per_row / bs * t.type_size * nrows];
-    // SAFETY: `src` holds nrows·n_per_row floats and `out` exactly the bytes ggml writes for them.
-    let written = unsafe {
-        sys::ggml_quantize_chunk(
-            type_id,
-            src.as_ptr(),
-            out.as_mut_ptr().cast(),
-            0,
-            nrows as i64,
-            n_per_row as i64,
-            std::ptr::null(),
-        )
-    };
+    let row_bytes = n_per_row / bs * t.type_size;
+    let mut out = vec![0u8; row_bytes * nrows];
+    // Rows are encoded independently (no imatrix), so contiguous row ranges go to threads of
+    // their own, as llama.cpp's quantizer splits its chunks: the same bytes, sooner.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per = nrows.div_ceil(threads.clamp(1, nrows.max(1)));
+    let (src_at, out_at) = (src.as_ptr() as usize, out.as_mut_ptr() as usize);
+    let written: usize = std::thread::scope(|s| {
+        let parts: Vec<_> = (0..nrows)
+            .step_by(per.max(1))
+            .map(|r0| {
+                let n = per.min(nrows - r0);
+                s.spawn(move || {
+                    // SAFETY: `src` holds nrows·n_per_row floats and `out` exactly the bytes
+                    // ggml writes for them; each thread writes rows r0..r0+n only (ggml
+                    // offsets dst by start / n_per_row rows), and both outlive the scope.
+                    unsafe {
+                        sys::ggml_quantize_chunk(
+                            type_id,
+                            src_at as *const f32,
+                            out_at as *mut std::ffi::c_void,
+                            (r0 * n_per_row) as i64,
+                            n as i64,
+                            n_per_row as i64,
+                            std::ptr::null(),
+                        )
+                    }
+                })
+            })
+            .collect();
+        parts.into_iter().map(|p| p.join().unwrap_or(0)).sum()
+    });
     debug_assert_eq!(written, out.len());
     Ok(out)
 }

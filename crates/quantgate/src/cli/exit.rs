@@ -48,7 +48,8 @@ pub fn usage(msg: impl Into<String>) -> anyhow::Error {
 }
 
 /// Whether `e` is a runtime failure (exit 3) rather than a usage or input error: llama.cpp
-/// failed to create a context, decode or quantize, or a write met a full disk or quota.
+/// failed to create a context, decode or quantize, a write met a full disk or quota, or a step
+/// refused to start for want of disk space ([`quantgate::disk::NoSpace`]).
 fn is_runtime_failure(e: &anyhow::Error) -> bool {
     // tempfile wraps write errors with the path: the kind survives, the raw errno does not.
     let disk_full = |io: &std::io::Error| {
@@ -62,7 +63,8 @@ fn is_runtime_failure(e: &anyhow::Error) -> bool {
         matches!(
             c.downcast_ref::<llama_runtime::RuntimeError>(),
             Some(llama_runtime::RuntimeError::Eval { .. })
-        ) || c.downcast_ref::<std::io::Error>().is_some_and(disk_full)
+        ) || c.is::<quantgate::disk::NoSpace>()
+            || c.downcast_ref::<std::io::Error>().is_some_and(disk_full)
             // The GGUF writer's I/O errors carry the path and keep the cause as a field.
             || matches!(c.downcast_ref::<gguf::Error>(), Some(gguf::Error::Io { cause, .. }) if disk_full(cause))
     })
@@ -119,6 +121,13 @@ mod tests {
             cause: std::io::Error::from_raw_os_error(libc::ENOSPC),
         };
         assert_eq!(st(Err(full.into())), 3);
+        let refused = quantgate::disk::NoSpace {
+            what: "quantize".into(),
+            dir: "out".into(),
+            need: 2,
+            free: 1,
+        };
+        assert_eq!(st(Err(anyhow::Error::from(refused).context("q.gguf"))), 3);
         assert_eq!(status_byte(&Ok(Status::CheckFailed), Some(15)), 143);
         assert_eq!(status_byte(&Err(usage("x")), Some(2)), 130);
         assert_eq!(status_byte(&Ok(Status::Success), Some(15)), 0);

@@ -35,6 +35,7 @@ pub fn fixtures_hf() -> PathBuf {
 
 /// A GGUF fetched by `scripts/fetch-models.sh` into `.cache/models` (or `$QUANTGATE_MODELS`).
 pub fn model(file: &str) -> PathBuf {
+    pinned();
     let dir = match std::env::var_os("QUANTGATE_MODELS") {
         Some(d) => PathBuf::from(d),
         None => repo().join(".cache/models"),
@@ -56,6 +57,7 @@ pub fn smollm2_q4_1() -> PathBuf {
 /// An HF folder built into `.cache/hf` by the scripts (`all-MiniLM-L6-v2`,
 /// `SmolLM2-135M-Instruct`, `SmolLM2-135M-Instruct-mlx-q4-g64`, …).
 pub fn hf(name: &str) -> PathBuf {
+    pinned();
     let p = repo().join(".cache/hf").join(name);
     assert!(
         p.exists(),
@@ -81,6 +83,18 @@ pub fn protocol(name: &str) -> PathBuf {
 /// built with haswell-level kernels: AVX2, FMA, F16C). A host's best variant differs by machine,
 /// and the figures differ by variant in the last digits.
 pub const TEST_CPU_VARIANT: &str = "haswell";
+
+/// Panics unless this process runs llama.cpp's [`TEST_CPU_VARIANT`] kernels: the tests' own
+/// in-process figures are recorded for it (`scripts/test.sh` pins the whole process; the host's
+/// best variant gives other last digits, e.g. a Q4_K_M's mean KLD 0.1211 on zen4, 0.1196 here).
+fn pinned() {
+    let cpu = llama_runtime::cpu_backend().expect("the CPU backend loads");
+    assert!(
+        cpu.pinned && cpu.variant == TEST_CPU_VARIANT,
+        "the tests run llama.cpp's {TEST_CPU_VARIANT} kernels, this process {cpu}: set {}={TEST_CPU_VARIANT} (scripts/test.sh does)",
+        llama_runtime::CPU_VARIANT_ENV
+    );
+}
 
 /// The `quantgate` binary under test, pinned to [`TEST_CPU_VARIANT`] (a test overrides it with
 /// its own `.env`).
