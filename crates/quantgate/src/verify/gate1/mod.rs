@@ -14,6 +14,7 @@ pub mod generated;
 mod mlx;
 mod packed;
 pub mod plain;
+pub mod row_blocks;
 pub mod source_maps;
 
 use std::path::Path;

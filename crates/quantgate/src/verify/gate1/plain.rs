@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::common::read_stored;
+use super::row_blocks;
 use super::source_maps::SourceMaps;
 use crate::source::{
     arch,
@@ -457,6 +458,14 @@ pub fn check_tensors(
             continue;
         };
         *r.by_type.entry(ty.to_string()).or_default() += 1;
+        if let Some(via) = in_row_blocks(&mut file, gguf_path, hf, a, members, info, ty, &mut maps)?
+        {
+            r.bit_identical += 1;
+            if let Some(t) = via {
+                *r.via_intermediate.entry(t.to_string()).or_default() += 1;
+            }
+            continue;
+        }
         let expected = expected_bytes(hf, a, members, info, ty, &ne_src, None, &mut maps)?;
         let Some(stored) = read_stored(&mut file, gguf_path, info, blockers)? else {
             continue;
@@ -468,12 +477,12 @@ pub fn check_tensors(
         // A block type quantized from a conversion to F16/BF16 (convert, then quantize) encodes
         // the source rounded to that type; ggml's own round trip gives those values.
         let mut via = None;
-        for t in [GgmlType::F16, GgmlType::BF16] {
-            if matches!(ty, GgmlType::F16 | GgmlType::BF16) || via.is_some() {
+        for t in row_blocks::candidates(ty).iter().flatten() {
+            let e = expected_bytes(hf, a, members, info, ty, &ne_src, Some(*t), &mut maps)?;
+            if stored == e {
+                via = Some(*t);
                 break;
             }
-            let e = expected_bytes(hf, a, members, info, ty, &ne_src, Some(t), &mut maps)?;
-            via = (stored == e).then_some(t);
         }
         match via {
             Some(t) => {
@@ -702,12 +711,7 @@ fn expected_bytes(
         x.iter_mut().for_each(|v| *v += shift);
     }
     if let Some(t) = via {
-        let row = ne_src[0] as usize;
-        let bytes = llama_runtime::ggml_quantize(t.id(), &x, row)
-            .map_err(|e| anyhow::anyhow!("Gate 1: ggml cannot encode {} as {t}: {e}", info.name))?;
-        llama_runtime::ggml_to_float(t.id(), &bytes, &mut x).map_err(|e| {
-            anyhow::anyhow!("Gate 1: ggml cannot decode {} from {t}: {e}", info.name)
-        })?;
+        row_blocks::round_trip(&mut x, t, ne_src[0] as usize, &info.name)?;
     }
     if let Some(heads) = crate::source::permute::permute_heads(hf, a, &info.name) {
         // llama.cpp's Q/K row order (spec §4.3), applied to the reference's values.
@@ -718,12 +722,32 @@ fn expected_bytes(
         };
         x = crate::source::permute::permute_qk(&x, rows, heads);
     }
-    Ok(if ty == GgmlType::F32 {
-        x.iter().flat_map(|v| v.to_le_bytes()).collect()
-    } else {
-        llama_runtime::ggml_quantize(ty.id(), &x, ne_src[0] as usize)
-            .map_err(|e| anyhow::anyhow!("Gate 1: ggml cannot encode {} as {ty}: {e}", info.name))?
-    })
+    row_blocks::encode(&x, ty, ne_src[0] as usize, &info.name)
+}
+
+/// [`row_blocks::compare`] for a tensor larger than one block whose expected values are its
+/// one source's rows as they are (plus gemma3's norm shift): not a stack of experts, not
+/// missing leading rows (XLM-R's positions), not Q/K-permuted. `None`: compare it whole.
+#[allow(clippy::too_many_arguments)]
+fn in_row_blocks(
+    file: &mut std::fs::File,
+    path: &Path,
+    hf: &HfDir,
+    a: arch::Arch,
+    members: &[usize],
+    info: &CTensorInfo,
+    ty: GgmlType,
+    maps: &mut SourceMaps,
+) -> Result<Option<Option<GgmlType>>> {
+    let n: u64 = info.ne.iter().map(|d| *d as u64).product();
+    let plain = members.len() == 1
+        && arch::rows_dropped(&hf.config, &info.name) == 0
+        && crate::source::permute::permute_heads(hf, a, &info.name).is_none();
+    if !plain || n * 4 <= row_blocks::BLOCK_F32_BYTES as u64 || info.ne[0] <= 0 {
+        return Ok(None);
+    }
+    let src = (members[0], info.ne[0] as usize, a.norm_shift(&info.name));
+    row_blocks::compare(file, path, info, src, ty, maps, row_blocks::BLOCK_F32_BYTES)
 }
 
 /// The blocker for stored bytes that differ from the expected ones, naming the first

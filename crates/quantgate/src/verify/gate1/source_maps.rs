@@ -64,4 +64,17 @@ impl<'a> SourceMaps<'a> {
                 .to_vec1::<f32>()?,
         })
     }
+
+    /// Elements `range` (row-major) of tensor `ti` as f32, for a 16/32-bit float source (else
+    /// `None`): a block of rows read without the rest of the tensor.
+    ///
+    /// Errors: as [`SourceMaps::load_f32`], or a range past the tensor's end.
+    pub fn load_f32_range(
+        &mut self,
+        ti: usize,
+        range: std::ops::Range<usize>,
+    ) -> Result<Option<Vec<f32>>> {
+        let (w, name) = self.shard(ti)?;
+        Ok(w.decode_f32_range(name, range)?)
+    }
 }

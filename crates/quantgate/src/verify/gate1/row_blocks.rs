@@ -1,0 +1,117 @@
+//! Gate 1 on a large tensor a block of rows at a time: the source rows widened to f32, their
+//! expected encoding and the stored bytes of the same rows, so that memory follows the block
+//! (64 MiB of f32), not the tensor (an 8B model's output matrix is 2.2 GB in f32).
+//!
+//! Rows are encoded independently (ggml's `quantize_row_*` and the float conversions take no
+//! state across rows without an imatrix), so the encoding of a block is the block of the
+//! whole tensor's encoding. A tensor whose blocks all match is bit-identical as a whole; any
+//! other outcome is left to the whole-tensor comparison, which names the first difference.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use gguf::GgmlType;
+use llama_runtime::CTensorInfo;
+
+use super::source_maps::SourceMaps;
+
+/// Bytes of f32 source values compared at a time.
+pub const BLOCK_F32_BYTES: usize = 64 << 20;
+
+/// The encodings a stored tensor of type `ty` is tried against, in order: straight from the
+/// source, then (block types only) after ggml's round trip through F16, then BF16 (a
+/// conversion to that type, then `quantize`).
+pub fn candidates(ty: GgmlType) -> &'static [Option<GgmlType>] {
+    match ty {
+        GgmlType::F16 | GgmlType::BF16 => &[None],
+        _ => &[None, Some(GgmlType::F16), Some(GgmlType::BF16)],
+    }
+}
+
+/// ggml's round trip of `x` (rows of `row` values) through the float type `t`, in place.
+///
+/// Errors: ggml cannot encode or decode `t` (naming the tensor).
+pub fn round_trip(x: &mut [f32], t: GgmlType, row: usize, name: &str) -> Result<()> {
+    let bytes = llama_runtime::ggml_quantize(t.id(), x, row)
+        .map_err(|e| anyhow::anyhow!("Gate 1: ggml cannot encode {name} as {t}: {e}"))?;
+    llama_runtime::ggml_to_float(t.id(), &bytes, x)
+        .map_err(|e| anyhow::anyhow!("Gate 1: ggml cannot decode {name} from {t}: {e}"))
+}
+
+/// The bytes of `x` (rows of `row` values) stored as `ty`: little-endian f32, or ggml's
+/// encoding.
+///
+/// Errors: ggml cannot encode `ty` (naming the tensor).
+pub fn encode(x: &[f32], ty: GgmlType, row: usize, name: &str) -> Result<Vec<u8>> {
+    if ty == GgmlType::F32 {
+        return Ok(x.iter().flat_map(|v| v.to_le_bytes()).collect());
+    }
+    llama_runtime::ggml_quantize(ty.id(), x, row)
+        .map_err(|e| anyhow::anyhow!("Gate 1: ggml cannot encode {name} as {ty}: {e}"))
+}
+
+/// A stored tensor against source tensor `src` (rows of `ne0` values, each value plus
+/// `shift`), `block_bytes` of f32 at a time. `Some(via)`: every block equals the encoding of
+/// the first candidate ([`candidates`]) that matches the first block, so the whole tensor
+/// does (and no earlier candidate can). `None`: a block matched nothing, the source is not a
+/// float dtype, or the file is short; the caller compares the whole tensor.
+///
+/// Errors: reading the file or the source, or ggml refusing the type.
+#[allow(clippy::too_many_arguments)]
+pub fn compare(
+    file: &mut std::fs::File,
+    path: &Path,
+    info: &CTensorInfo,
+    (src, ne0, shift): (usize, usize, f32),
+    ty: GgmlType,
+    maps: &mut SourceMaps,
+    block_bytes: usize,
+) -> Result<Option<Option<GgmlType>>> {
+    let n: usize = info.ne.iter().map(|d| *d as usize).product();
+    let rows = n / ne0.max(1);
+    let row_bytes = gguf::tensor_n_bytes(ty, &[ne0 as u64])
+        .map_err(|e| anyhow::anyhow!("{}: {e}", info.name))? as usize;
+    let len = file.metadata()?.len();
+    if rows * ne0 != n
+        || (rows * row_bytes) as u64 != info.size
+        || info.file_offset + info.size > len
+    {
+        return Ok(None);
+    }
+    let per = (block_bytes / (ne0 * 4)).max(1);
+    let mut chosen: Option<Option<GgmlType>> = None;
+    for r0 in (0..rows).step_by(per) {
+        let r1 = (r0 + per).min(rows);
+        let Some(mut x) = maps.load_f32_range(src, r0 * ne0..r1 * ne0)? else {
+            return Ok(None);
+        };
+        if shift != 0.0 {
+            x.iter_mut().for_each(|v| *v += shift);
+        }
+        let mut stored = vec![0u8; (r1 - r0) * row_bytes];
+        file.seek(SeekFrom::Start(info.file_offset + (r0 * row_bytes) as u64))?;
+        file.read_exact(&mut stored)
+            .with_context(|| format!("{}: reading {} data", path.display(), info.name))?;
+        let tried: Vec<Option<GgmlType>> = match chosen {
+            Some(v) => vec![v],
+            None => candidates(ty).to_vec(),
+        };
+        let mut hit = None;
+        for via in tried {
+            let mut y = x.clone();
+            if let Some(t) = via {
+                round_trip(&mut y, t, ne0, &info.name)?;
+            }
+            if encode(&y, ty, ne0, &info.name)? == stored {
+                hit = Some(via);
+                break;
+            }
+        }
+        match hit {
+            Some(v) => chosen = Some(v),
+            None => return Ok(None),
+        }
+    }
+    Ok(chosen)
+}
