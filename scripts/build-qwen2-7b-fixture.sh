@@ -12,16 +12,19 @@
 # - tokenizer: the real Qwen2.5-0.5B-Instruct files of testdata/hf (Qwen2.5 shares one tokenizer
 #   across sizes: vocab.json, merges.txt, tokenizer_config.json).
 # - weights: scripts/seeded_qwen2_7b.py, seed 20261204, 4 BF16 shards + index (folder -2: the
-#   second seeding, q_proj/k_proj N(0, 0.04); the first was ill-conditioned, see the script). The shards'
-#   sha256 are checked against the sums below, so a rebuild is the same bytes.
-# Idempotent: a complete folder is kept.
+#   second seeding, q_proj/k_proj N(0, 0.04); the first was ill-conditioned, see the script).
+#   The shards' sha256 are checked against the sums below, so a rebuild is the same bytes.
+# Idempotent: a complete folder is kept. Linked into the clone's .cache/hf for
+# protocols/reduced-7b.toml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${QUANTGATE_CACHE:-$HOME/.cache/quantgate}
 out=$cache/scale/Qwen2.5-7B-Instruct-seeded-2
 src=testdata/hf/Qwen2.5-0.5B-Instruct
 venv=.cache/venv
-if [ -f "$out/.complete" ]; then echo "$out"; exit 0; fi
+# protocols/reduced-7b.toml names it by a path in the clone.
+link() { mkdir -p .cache/hf && ln -sfn "$out" .cache/hf/Qwen2.5-7B-Instruct-seeded-2; }
+if [ -f "$out/.complete" ]; then link; echo "$out"; exit 0; fi
 need=$((16 * 1024 * 1024))  # KiB: 15.2 GB of shards plus slack
 mkdir -p "$cache/scale"
 free=$(df -Pk "$cache/scale" | awk 'NR == 2 {print $4}')
@@ -68,4 +71,5 @@ SUMS
 touch "$out.tmp/.complete"
 rm -rf "$out"
 mv "$out.tmp" "$out"
+link
 echo "$out"

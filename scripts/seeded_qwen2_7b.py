@@ -10,14 +10,14 @@ matrices N(0, 0.02) (transformers' initializer_range), q_proj/k_proj N(0, QK_STD
 attention depends on position (see seeded_llama3.py), biases N(0, 0.02), RMSNorm weights
 1 + N(0, 0.1). f32 → BF16 rounds to nearest even, as torch's `.to(torch.bfloat16)` does.
 
-QK_STD = 0.04 keeps the attention logits' spread that of the 0.5B-shaped fixtures (q_proj/k_proj
-N(0, 0.08) at hidden 896, head_dim 64): the spread of q·k/√head_dim grows as std² × hidden, so
-0.08 × √(896/3584). The first build used 0.08 at hidden 3584: attention logits with a spread
-4× wider (a standard deviation near 23 by this estimate, 5.7 at 0.5B), a near-hard softmax, and
-a model so ill-conditioned that
-llama.cpp against itself, the same F16 file under its haswell and zen4 kernels (only the f32
-accumulation order differs), gave mean KLD 0.243 and the same top token at 14% of positions
-(4 × 512 tokens of wiki.test.raw). No comparison of two forwards can pass on such a model.
+QK_STD = 0.04: the spread of q·k/√head_dim is about std² × hidden for unit-RMS inputs. The
+seeded llama3 fixture's N(0, 0.08) at hidden 512 gives 3.3 (attention as peaked as a trained
+model's, see seeded_llama3.py); 0.08 at Qwen2.5-0.5B's hidden 896 gives 5.7, and so does 0.04 at
+3584. The first build used 0.08 at 3584: 22.9, a near-hard softmax, and a model so
+ill-conditioned that llama.cpp against itself, the same F16 file under its haswell and zen4
+kernels (only the f32 accumulation order differs), gave mean KLD 0.243 and the same top token
+at 14% of positions (4 × 512 tokens of wiki.test.raw). No comparison of two forwards can pass
+on such a model.
 
 Usage: seeded_qwen2_7b.py OUT_DIR SEED
 """

@@ -71,6 +71,47 @@ fn shipped_protocols_are_valid_and_differ_only_in_budget() {
 }
 
 #[test]
+fn the_reduced_7b_protocol_has_every_step_of_the_full_one_at_its_budget() {
+    use quantgate::protocol::Step;
+    let full = quantgate::protocol::load(&protocols().join("full.toml")).unwrap();
+    let r = quantgate::protocol::load(&protocols().join("reduced-7b.toml")).unwrap();
+    let kinds = |p: &quantgate::protocol::Loaded| -> Vec<&'static str> {
+        p.protocol.steps.iter().map(Step::kind).collect()
+    };
+    assert_eq!(kinds(&r), kinds(&full));
+    assert_eq!(r.protocol.models[0].arms, full.protocol.models[0].arms);
+    assert_eq!(r.protocol.tolerances, full.protocol.tolerances);
+    assert_eq!(r.protocol.thresholds, full.protocol.thresholds);
+    for step in [
+        Step::Ppl {
+            text: "wiki".into(),
+            ctx: 512,
+            chunks: 8,
+        },
+        Step::Hellaswag {
+            tasks_file: "hellaswag".into(),
+            tasks: 20,
+            ctx: 1024,
+        },
+        Step::Kld {
+            text: "wiki".into(),
+            ctx: 512,
+            chunks: 8,
+        },
+        Step::Bench {
+            n_prompt: 512,
+            n_gen: 128,
+            replicates: 3,
+        },
+    ] {
+        assert!(r.protocol.steps.contains(&step), "{step:?}");
+    }
+    // The 7B folder's 11 files (4 shards, index, config, generation config, tokenizer files,
+    // card) and the two data files.
+    assert_eq!(r.protocol.inputs.len(), 13);
+}
+
+#[test]
 fn defects_are_refused_with_the_field_named() {
     assert!(load_edited(|t| t).is_ok());
     assert!(err(|t| t.replace("seed = 1 ", "seed = 7 ")).contains("settings.seed: 7"));
