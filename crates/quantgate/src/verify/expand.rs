@@ -5,7 +5,7 @@
 //! the runtime's arithmetic on quantized types.
 //!
 //! Three forms: the whole expansion; a slice of its layers ([`write_slice`], run one after the
-//! other by [`super::sliced`], so the scratch disk is one slice); and the shape file
+//! other by `verify::sliced`, so the scratch disk is one slice); and the shape file
 //! ([`write_shape_file`]): the whole expansion's header over a sparse data section, which is
 //! all llama.cpp's quantizer reads in a dry run (Gate 1's ftype plan).
 

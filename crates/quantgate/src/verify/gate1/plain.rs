@@ -458,7 +458,8 @@ pub fn check_tensors(
             continue;
         };
         *r.by_type.entry(ty.to_string()).or_default() += 1;
-        if let Some(via) = in_row_blocks(&mut file, gguf_path, hf, a, members, info, ty, &mut maps)?
+        if let Some(via) =
+            row_blocks::in_row_blocks(&mut file, gguf_path, hf, a, members, info, ty, &mut maps)?
         {
             r.bit_identical += 1;
             if let Some(t) = via {
@@ -476,15 +477,7 @@ pub fn check_tensors(
         }
         // A block type quantized from a conversion to F16/BF16 (convert, then quantize) encodes
         // the source rounded to that type; ggml's own round trip gives those values.
-        let mut via = None;
-        for t in row_blocks::candidates(ty).iter().flatten() {
-            let e = expected_bytes(hf, a, members, info, ty, &ne_src, Some(*t), &mut maps)?;
-            if stored == e {
-                via = Some(*t);
-                break;
-            }
-        }
-        match via {
+        match via_intermediate(hf, a, members, info, ty, &ne_src, &stored, &mut maps)? {
             Some(t) => {
                 r.bit_identical += 1;
                 *r.via_intermediate.entry(t.to_string()).or_default() += 1;
@@ -725,29 +718,25 @@ fn expected_bytes(
     row_blocks::encode(&x, ty, ne_src[0] as usize, &info.name)
 }
 
-/// [`row_blocks::compare`] for a tensor larger than one block whose expected values are its
-/// one source's rows as they are (plus gemma3's norm shift): not a stack of experts, not
-/// missing leading rows (XLM-R's positions), not Q/K-permuted. `None`: compare it whole.
+/// The float type (F16, BF16) whose round trip makes the expected encoding equal `stored`,
+/// tried in [`row_blocks::candidates`] order; `None` if neither does.
 #[allow(clippy::too_many_arguments)]
-fn in_row_blocks(
-    file: &mut std::fs::File,
-    path: &Path,
+fn via_intermediate(
     hf: &HfDir,
     a: arch::Arch,
     members: &[usize],
     info: &CTensorInfo,
     ty: GgmlType,
+    ne_src: &[i64],
+    stored: &[u8],
     maps: &mut SourceMaps,
-) -> Result<Option<Option<GgmlType>>> {
-    let n: u64 = info.ne.iter().map(|d| *d as u64).product();
-    let plain = members.len() == 1
-        && arch::rows_dropped(&hf.config, &info.name) == 0
-        && crate::source::permute::permute_heads(hf, a, &info.name).is_none();
-    if !plain || n * 4 <= row_blocks::BLOCK_F32_BYTES as u64 || info.ne[0] <= 0 {
-        return Ok(None);
+) -> Result<Option<GgmlType>> {
+    for t in row_blocks::candidates(ty).iter().flatten() {
+        if expected_bytes(hf, a, members, info, ty, ne_src, Some(*t), maps)? == stored {
+            return Ok(Some(*t));
+        }
     }
-    let src = (members[0], info.ne[0] as usize, a.norm_shift(&info.name));
-    row_blocks::compare(file, path, info, src, ty, maps, row_blocks::BLOCK_F32_BYTES)
+    Ok(None)
 }
 
 /// The blocker for stored bytes that differ from the expected ones, naming the first

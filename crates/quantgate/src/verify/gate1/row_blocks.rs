@@ -15,6 +15,7 @@ use gguf::GgmlType;
 use llama_runtime::CTensorInfo;
 
 use super::source_maps::SourceMaps;
+use crate::source::{arch, hf::HfDir};
 
 /// Bytes of f32 source values compared at a time.
 pub const BLOCK_F32_BYTES: usize = 64 << 20;
@@ -114,4 +115,29 @@ pub fn compare(
         }
     }
     Ok(chosen)
+}
+
+/// [`compare`] for a tensor larger than one block whose expected values are its
+/// one source's rows as they are (plus gemma3's norm shift): not a stack of experts, not
+/// missing leading rows (XLM-R's positions), not Q/K-permuted. `None`: compare it whole.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn in_row_blocks(
+    file: &mut std::fs::File,
+    path: &Path,
+    hf: &HfDir,
+    a: arch::Arch,
+    members: &[usize],
+    info: &CTensorInfo,
+    ty: GgmlType,
+    maps: &mut SourceMaps,
+) -> Result<Option<Option<GgmlType>>> {
+    let n: u64 = info.ne.iter().map(|d| *d as u64).product();
+    let plain = members.len() == 1
+        && arch::rows_dropped(&hf.config, &info.name) == 0
+        && crate::source::permute::permute_heads(hf, a, &info.name).is_none();
+    if !plain || n * 4 <= BLOCK_F32_BYTES as u64 || info.ne[0] <= 0 {
+        return Ok(None);
+    }
+    let src = (members[0], info.ne[0] as usize, a.norm_shift(&info.name));
+    compare(file, path, info, src, ty, maps, BLOCK_F32_BYTES)
 }
