@@ -10,6 +10,11 @@
 # ${QUANTGATE_CACHE:-~/.cache/quantgate}/fixtures/SCRIPT-KEY; a later clone on the same machine
 # (CI) restores them instead of building them again (the quantization fixtures alone take minutes
 # of torch on 2 cores). Any change to those files builds anew.
+#
+# A restore hard-links the stored files (a copy only across filesystems): the fixtures are about
+# 10 GB, and a clone that copied them onto a nearly full disk left too little for the tests, so
+# that every test writing more than a few hundred MB refused for space (17 of them in stop 40's
+# CI). The tests never write into .cache/hf: they edit copies (tests/it/common copy_hf).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 script=$1
@@ -25,7 +30,7 @@ key=$(cat "${files[@]}" | sha256sum | cut -d' ' -f1)
 store=$cache/$script-$key
 mkdir -p .cache/hf
 if [ -f "$store/.complete" ]; then
-  cp -a "$store/hf/." .cache/hf/
+  cp -alf "$store/hf/." .cache/hf/ 2>/dev/null || cp -af "$store/hf/." .cache/hf/
   echo "fixture: $script restored from $store" >&2
   exit 0
 fi

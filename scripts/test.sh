@@ -26,7 +26,22 @@ done
 find crates/*/src crates/*/tests -name '*.rs' -exec touch {} +
 log="$(mktemp)"
 bins="$(mktemp)"
-trap 'rm -f "$log" "$bins"' EXIT
+least="$(mktemp)"
+sampler=""
+trap 'rm -f "$log" "$bins" "$least"; kill "$sampler" 2>/dev/null || true' EXIT
+# The tests write their GGUFs to TMPDIR and to out/; a step short of space refuses up front and
+# names both figures (quantgate::disk), so a full disk shows as failures naming "needs … free".
+# The least free space seen while they run is printed with the totals, so that such failures are
+# read at once (stop 40's CI: 17 failures from a disk the fixtures had filled).
+scratch="${TMPDIR:-/tmp}"
+free_gb() { df -Pk "$1" | awk 'NR == 2 { printf "%.1f", $4 * 1024 / 1e9 }'; }
+echo "disk: $(free_gb "$scratch") GB free in $scratch, $(free_gb .) GB in the clone"
+free_gb "$scratch" >"$least"
+( while sleep 2; do
+    f="$(free_gb "$scratch")"
+    awk -v f="$f" '{ exit !(f < $1) }' "$least" && echo "$f" >"$least"
+  done ) &
+sampler=$!
 cargo test --release --workspace --lib --bins --tests --no-run \
   --message-format=json-render-diagnostics \
   | python3 -c '
@@ -49,6 +64,7 @@ while IFS=$'\t' read -r dir exe; do
   (cd "$dir" && QUANTGATE_CPU_VARIANT="$pin" RUSTC_BOOTSTRAP=1 "$exe" --test-threads=1 -Zunstable-options --report-time) \
     2>&1 | tee -a "$log" || status=1
 done <"$bins"
+echo "disk: least free in $scratch while the tests ran: $(cat "$least") GB"
 echo "tests: $(grep -cE '^test .* \.\.\. ok' "$log") passed, $(grep -cE '^test .* \.\.\. FAILED' "$log") failed"
 echo "10 slowest tests (s):"
 sed -nE 's/^test (.*) \.\.\. [a-zA-Z]+ <([0-9.]+)s>$/\2 \1/p' "$log" | sort -rn | awk 'NR <= 10'  # awk reads all: head would SIGPIPE sort (exit 141 under pipefail)
