@@ -167,7 +167,7 @@ pub fn quantize(
         .with_context(|| format!("{}: cannot create a temp file", dir.display()))?;
     crate::interrupt::check()?;
     let t0 = std::time::Instant::now();
-    let progress = |done, total| crate::progress::report("quantize: tensors", done, total);
+    let progress = |done, total| crate::progress::report("tensors", done, total);
     llama_runtime::quantize_model(input, tmp.path(), id, threads.get(), progress).map_err(|e| {
         match disk_hint(dir) {
             Some(h) => anyhow::Error::from(e).context(h),

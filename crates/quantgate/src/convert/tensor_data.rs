@@ -104,7 +104,7 @@ pub(super) fn add_tensors<'a>(
         };
         let data = match data {
             TensorData::Deferred(f) => TensorData::Deferred(Box::new(move |out| {
-                crate::progress::report("convert: MiB of tensors written", done, total);
+                crate::progress::report("MiB of tensors written", done, total);
                 f(out)
             })),
             d => d,

@@ -417,3 +417,42 @@ fn nan_in_gptq_scales_is_refused_without_allow_nonfinite() {
         "{e}"
     );
 }
+
+#[test]
+fn convert_and_quantize_report_progress_once_prefixed() {
+    // The CLI's hook prefixes the command; the library's step names must not repeat it (the 7B
+    // protocol's convert log read "convert: convert: MiB of tensors written").
+    let tmp = tempfile::tempdir().unwrap();
+    let f16 = tmp.path().join("m.gguf");
+    let o = common::qg()
+        .args([
+            "convert",
+            minilm().to_str().unwrap(),
+            "--outtype",
+            "f16",
+            "-o",
+        ])
+        .arg(&f16)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("convert: MiB of tensors written 0/"), "{err}");
+    let q = tmp.path().join("q.gguf");
+    let o = common::qg()
+        .arg("quantize")
+        .arg(&f16)
+        .arg(&q)
+        .arg("Q8_0")
+        .output()
+        .unwrap();
+    let err2 = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err2}");
+    assert!(err2.contains("quantize: tensors 1/"), "{err2}");
+    for e in [&err, &err2] {
+        assert!(
+            !e.contains("convert: convert:") && !e.contains("quantize: quantize:"),
+            "{e}"
+        );
+    }
+}
