@@ -396,7 +396,13 @@ fn bench(
         return Err(usage("--reps and one of -p/-n must be at least 1"));
     }
     check_args(&refs(&json_outputs(&json)?), &refs(models))?;
-    let rows = llama_bench::run(models, n_prompt, n_gen, reps, threads)?;
+    let pb = progress::bar(0, "timed runs");
+    let rows = llama_bench::run(models, n_prompt, n_gen, reps, threads, |i, n| {
+        pb.set_length(n as u64);
+        pb.set_position(i as u64)
+    });
+    pb.finish_and_clear();
+    let rows = rows?;
     let c = llama_bench::context_params(n_prompt, n_gen, threads);
     println!(
         "runtime: {} · threads {threads} · n_ctx {} · n_batch {} · n_ubatch {} · KV F16",

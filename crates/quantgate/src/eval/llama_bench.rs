@@ -91,12 +91,14 @@ pub struct BenchResult {
 
 /// Runs pp`n_prompt` and tg`n_gen` on every model, `reps` times, arms alternated.
 /// Returns (per arm and test, per-replicate ratios of each later arm to the first).
+/// `progress(done, total)` hears each timed run (total = tests × `reps` × models).
 pub fn run(
     models: &[PathBuf],
     n_prompt: usize,
     n_gen: usize,
     reps: usize,
     threads: Threads,
+    mut progress: impl FnMut(usize, usize),
 ) -> Result<Vec<ArmResult>> {
     struct Arm {
         path: PathBuf,
@@ -118,6 +120,9 @@ pub fn run(
     // Samples per arm: (pp, tg) tokens/s, kept apart from the arms the contexts borrow.
     let mut samples: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); arms.len()];
     let params = context_params(n_prompt, n_gen, threads);
+    let tests = [n_prompt, n_gen].iter().filter(|n| **n > 0).count();
+    let (total, mut done) = (tests * reps * arms.len(), 0);
+    progress(0, total);
     for (test, n) in [("pp", n_prompt), ("tg", n_gen)] {
         if n == 0 {
             continue;
@@ -155,6 +160,8 @@ pub fn run(
                 } else {
                     smp.1.push(ts)
                 }
+                done += 1;
+                progress(done, total);
             }
         }
     }

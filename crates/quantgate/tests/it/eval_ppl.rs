@@ -184,3 +184,38 @@ fn ppl_json_record_carries_settings_and_costs() {
     assert!(md.contains(&format!("| ppl | {ppl} |")), "{md}");
     assert!(md.contains("| type_kv | F16 |"), "{md}");
 }
+
+#[test]
+fn eval_steps_print_progress_lines_when_stderr_is_a_file() {
+    // A protocol run's logs are files: the bars are hidden there, so each eval step prints
+    // plain lines (the 7B run's PPL, KLD and bench steps were silent for 3–6 minutes each).
+    let model = common::smollm2_q4_1();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let o = common::qg().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{err}");
+        (String::from_utf8_lossy(&o.stdout).into_owned(), err)
+    };
+    let (m, w) = (model.to_str().unwrap(), common::wiki());
+    let w = w.to_str().unwrap();
+    let (out, err) = run(&["eval", "ppl", m, "-f", w, "-c", "64", "--chunks", "2"]);
+    assert!(err.starts_with("chunks 1/2\n"), "{err}");
+    // The result lines stay on stdout, unchanged.
+    assert!(
+        out.contains("[1]") && out.contains("Final estimate: PPL"),
+        "{out}"
+    );
+    let base = dir.path().join("b.logits");
+    let b = base.to_str().unwrap();
+    let (_, err) = run(&[
+        "eval", "kld-base", m, "-f", w, "--out", b, "-c", "64", "--chunks", "2",
+    ]);
+    assert!(err.starts_with("chunks 1/2\n"), "{err}");
+    let (_, err) = run(&["eval", "kld", m, "--base", b]);
+    assert!(err.starts_with("chunks 1/2\n"), "{err}");
+    let (_, err) = run(&[
+        "eval", "bench", m, "-p", "8", "-n", "2", "-r", "1", "-t", "1",
+    ]);
+    assert!(err.starts_with("timed runs 1/2\n"), "{err}");
+}
