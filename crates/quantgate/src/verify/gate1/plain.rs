@@ -492,24 +492,31 @@ pub fn check_tensors(
         }
     }
     let present: std::collections::HashSet<&str> = infos.iter().map(|i| i.name.as_str()).collect();
-    let missing = |names: Vec<&String>, why: &str, blockers: &mut Vec<Blocker>| {
-        for name in names {
-            if !present.contains(name.as_str()) {
-                blockers.push(Blocker::new(BlockerCode::TensorMissing, name, why.into()));
-            }
-        }
-    };
-    missing(
-        sources.keys().collect(),
+    push_missing(
+        &present,
+        sources.keys(),
         "mapped from the HF source but absent from the file",
         blockers,
     );
-    missing(
-        generated.keys().collect(),
+    push_missing(
+        &present,
+        generated.keys(),
         "config.json's RoPE scaling implies it (llama3) but the file has none",
         blockers,
     );
     Ok(())
+}
+
+/// A `tensor-missing` blocker, saying `why`, for each of `expected` not in `present`.
+fn push_missing<'a>(
+    present: &std::collections::HashSet<&str>,
+    expected: impl Iterator<Item = &'a String>,
+    why: &str,
+    blockers: &mut Vec<Blocker>,
+) {
+    for name in expected.filter(|n| !present.contains(n.as_str())) {
+        blockers.push(Blocker::new(BlockerCode::TensorMissing, name, why.into()));
+    }
 }
 
 /// A generated tensor (F32, [`super::generated`]) against its expectation: shape, type and
