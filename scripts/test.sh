@@ -14,6 +14,9 @@ for f in smollm2-fixture qwen2-fixture qwen3-embedding-fixture mlx-fixtures quan
   xlmr-seeded-fixture; do
   scripts/fixture.sh "build-$f.sh"
 done
+# The sweep tests (tests/it/sweep*.rs): kubernetes-validate with Kubernetes 1.37's schemas
+# (hash-pinned), and a real single-node Slurm (munge, slurmctld, slurmd), stopped on exit.
+scripts/kubernetes-validate.sh >/dev/null
 # Build every test target once (not the examples: debugging tools no test runs), then run each test executable from its package folder (as
 # cargo test does) with libtest's --report-time, which prints each test's wall time. The flag is
 # unstable: RUSTC_BOOTSTRAP=1 is set for the test processes only, never for cargo, so nothing
@@ -28,7 +31,8 @@ log="$(mktemp)"
 bins="$(mktemp)"
 least="$(mktemp)"
 sampler=""
-trap 'rm -f "$log" "$bins" "$least"; kill "$sampler" 2>/dev/null || true' EXIT
+trap 'rm -f "$log" "$bins" "$least"; kill "$sampler" 2>/dev/null || true; scripts/slurm.sh stop' EXIT
+scripts/slurm.sh start
 # The tests write their GGUFs to TMPDIR and to out/; a step short of space refuses up front and
 # names both figures (quantgate::disk), so a full disk shows as failures naming "needs … free".
 # The least free space seen while they run is printed with the totals, so that such failures are

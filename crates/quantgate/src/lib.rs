@@ -19,6 +19,8 @@ pub mod eval;
 pub mod hash;
 #[cfg(feature = "runtime")]
 pub mod html;
+/// The container image a command runs in (`QUANTGATE_IMAGE_DIGEST`).
+pub mod image;
 pub mod inspect;
 pub mod interrupt;
 pub mod paths;
@@ -34,6 +36,8 @@ pub mod selftest;
 pub mod serde_nan;
 pub mod source;
 pub mod stats;
+#[cfg(feature = "runtime")]
+pub mod sweep;
 pub mod threads;
 #[cfg(feature = "runtime")]
 pub mod verify;

@@ -53,6 +53,10 @@ enum Command {
     /// Measurements compatible with llama.cpp's tools.
     #[command(subcommand)]
     Eval(cli::eval::EvalCommand),
+    /// Sweeps of models × ftypes × tasks, run here (`sweep run`), as a Slurm array or as a
+    /// Kueue-queued Indexed Job (`sweep submit`).
+    #[command(subcommand)]
+    Sweep(cli::sweep::SweepCommand),
     /// Benchmarks: our figures next to the named peer's, measured in one run, with ratios.
     #[command(subcommand)]
     Bench(cli::bench::BenchCommand),
@@ -76,6 +80,7 @@ fn main() -> ExitCode {
         Command::Analyze(a) => cli::analyze::run(a),
         Command::Eval(c) => cli::eval::run(c),
         Command::Bench(c) => cli::bench::run(c),
+        Command::Sweep(c) => cli::sweep::run(c),
     };
     cli::exit::code(outcome)
 }

@@ -17,6 +17,9 @@ pub enum Status {
     Success,
     /// Exit 1: the command ran and a check it owns failed.
     CheckFailed,
+    /// An exit status a task's receipt decided (`sweep task`: 0–3 as above, a signal
+    /// reported as 3 so that every executor retries it once).
+    Code(u8),
 }
 
 impl Status {
@@ -64,6 +67,7 @@ fn is_runtime_failure(e: &anyhow::Error) -> bool {
             c.downcast_ref::<llama_runtime::RuntimeError>(),
             Some(llama_runtime::RuntimeError::Eval { .. })
         ) || c.is::<quantgate::disk::NoSpace>()
+            || c.is::<quantgate::sweep::task::FolderLost>()
             || c.downcast_ref::<std::io::Error>().is_some_and(disk_full)
             // The GGUF writer's I/O errors carry the path and keep the cause as a field.
             || matches!(c.downcast_ref::<gguf::Error>(), Some(gguf::Error::Io { cause, .. }) if disk_full(cause))
@@ -76,6 +80,7 @@ fn status_byte(outcome: &anyhow::Result<Status>, sig: Option<i32>) -> u8 {
     let signal = |s: i32| (128 + s).clamp(0, 255) as u8;
     match (outcome, sig) {
         (Ok(Status::Success), _) => 0,
+        (Ok(Status::Code(c)), _) => *c,
         // A command that stopped between units on a signal (`run`) reports the signal.
         (Ok(Status::CheckFailed), Some(s)) | (Err(_), Some(s)) => signal(s),
         (Ok(Status::CheckFailed), None) => 1,
@@ -131,5 +136,8 @@ mod tests {
         assert_eq!(status_byte(&Ok(Status::CheckFailed), Some(15)), 143);
         assert_eq!(status_byte(&Err(usage("x")), Some(2)), 130);
         assert_eq!(status_byte(&Ok(Status::Success), Some(15)), 0);
+        assert_eq!(status_byte(&Ok(Status::Code(3)), Some(15)), 3);
+        let lost = quantgate::sweep::task::FolderLost("tasks/003-verify".into());
+        assert_eq!(st(Err(anyhow::Error::from(lost).context("sweep task"))), 3);
     }
 }

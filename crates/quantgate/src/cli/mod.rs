@@ -15,6 +15,7 @@ pub mod quantize;
 pub mod release;
 pub mod run;
 pub mod selftest;
+pub mod sweep;
 pub mod verify;
 
 pub use exit::Status;

@@ -255,7 +255,8 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Loaded> {
     Ok(loaded)
 }
 
-fn is_hex64(s: &str) -> bool {
+/// Whether `s` is 64 lowercase hex digits (a sha256 as the inputs pin it).
+pub fn is_hex64(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())

@@ -79,6 +79,9 @@ pub struct ReleaseReport {
     /// quantgate version and the llama.cpp pin with its CPU backend.
     pub quantgate: String,
     pub llama_cpp: String,
+    /// The container image's digest when built in one ([`crate::image`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
     /// llama.cpp threads of every measurement.
     pub threads: Threads,
     /// The source folder's name, and its hub id if given.
@@ -305,6 +308,7 @@ fn assemble(opts: &ReleaseOptions, dir: &Path, files: Vec<ReleasedFile>) -> Resu
         },
         quantgate: env!("CARGO_PKG_VERSION").into(),
         llama_cpp: llama_runtime::build_info().to_string(),
+        image_digest: crate::image::digest()?,
         threads: opts.threads,
         source: opts
             .hf_dir

@@ -94,6 +94,9 @@ pub struct VerifyReport {
     /// quantgate version and the pinned llama.cpp build.
     pub quantgate: String,
     pub llama_cpp: String,
+    /// The container image's digest when run in one ([`crate::image`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
     /// Context settings of every llama.cpp measurement.
     pub llama_context: serde_json::Value,
     /// Inputs with their sha256.
@@ -227,6 +230,7 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
         thresholds_sha256,
         quantgate: env!("CARGO_PKG_VERSION").into(),
         llama_cpp: llama_runtime::build_info().to_string(),
+        image_digest: crate::image::digest()?,
         llama_context: serde_json::json!({
             "n_ctx": params.n_ctx, "n_batch": params.n_batch, "n_ubatch": params.n_ubatch,
             "threads": params.n_threads, "kv_type": "F16", "pooling": "model default",

@@ -41,6 +41,9 @@ fn costs(s: &mut String, r: &VerifyReport) {
 fn header(s: &mut String, r: &VerifyReport) {
     let _ = writeln!(s, "# quantgate verify: {}\n", r.verdict);
     let _ = writeln!(s, "- quantgate {} · runtime {}", r.quantgate, r.llama_cpp);
+    if let Some(d) = &r.image_digest {
+        let _ = writeln!(s, "- image {d}");
+    }
     let _ = writeln!(
         s,
         "- thresholds (sha256 {}): vectors min cosine {}, min top-1 agreement {}; logits min cosine {}, min argmax agreement {}, max mean KLD {}",

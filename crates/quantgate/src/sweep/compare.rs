@@ -1,0 +1,81 @@
+//! `quantgate sweep compare A B`: two runs of one plan (say here and on Slurm), task by task:
+//! the same end state, verdict and quality fields ([`super::figures`]), or the first field
+//! that differs. Issue 31: "Local and Slurm give identical verdicts and quality fields".
+
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::plan::Plan;
+use super::receipt;
+
+/// One task's comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskDiff {
+    pub id: String,
+    /// Empty when state, verdict and quality are identical; else each difference
+    /// (`quality.gate2_logits.mean_kld: 0.001 vs 0.002`).
+    pub differences: Vec<String>,
+}
+
+/// The first differences between `a` and `b` at `path` (at most 10).
+fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    if out.len() >= 10 || a == b {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let null = Value::Null;
+                diff(
+                    &format!("{path}.{k}"),
+                    x.get(k).unwrap_or(&null),
+                    y.get(k).unwrap_or(&null),
+                    out,
+                );
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                diff(&format!("{path}[{i}]"), p, q, out);
+            }
+        }
+        _ => out.push(format!("{path}: {a} vs {b}")),
+    }
+}
+
+/// Compares the receipts of the sweep folders `a` and `b`.
+///
+/// Errors: no plan in either; plans of different sweep files.
+pub fn compare(a: &Path, b: &Path) -> Result<Vec<TaskDiff>> {
+    let (pa, pb) = (Plan::load(a)?, Plan::load(b)?);
+    if pa.sweep_sha256 != pb.sweep_sha256 || pa.tasks.len() != pb.tasks.len() {
+        bail!(
+            "{} and {} are plans of different sweep files ({} vs {})",
+            a.display(),
+            b.display(),
+            pa.sweep_sha256,
+            pb.sweep_sha256
+        );
+    }
+    let mut out = Vec::new();
+    for t in &pa.tasks {
+        let ra = receipt::read(&a.join(&t.dir))?;
+        let rb = receipt::read(&b.join(&t.dir))?;
+        let view = |r: &Option<receipt::Receipt>| {
+            r.as_ref().map_or(Value::Null, |r| {
+                serde_json::json!({"state": r.state, "verdict": r.verdict, "quality": r.quality, "outputs": r.outputs.iter().map(|o| &o.sha256).collect::<Vec<_>>()})
+            })
+        };
+        let mut d = Vec::new();
+        diff("", &view(&ra), &view(&rb), &mut d);
+        out.push(TaskDiff {
+            id: t.id.clone(),
+            differences: d,
+        });
+    }
+    Ok(out)
+}
