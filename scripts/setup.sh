@@ -13,6 +13,8 @@
 # - bzcat (bzip2): unpacks the pinned HellaSwag file; sha256sum (coreutils): every download.
 # - cc/c++ (gcc, g++): llama.cpp and the -sys crates' C code.
 # - chromium: the tests render every HTML report in headless Chromium (screenshot, console).
+# - buildah, debootstrap: scripts/build-image.sh makes the pinned image's Debian base with
+#   debootstrap and builds the image with buildah (chroot isolation); tests/it/image.rs runs it.
 #
 # Usage:
 #   scripts/setup.sh               detect, install what is missing (apt-get), report
@@ -66,6 +68,8 @@ if [ -n "$lib" ]; then found+=("libclang=${lib##*/}"); else need+=(libclang-dev)
 if have cc && have c++; then found+=("cc/c++"); else need+=(gcc g++); fi
 if have bzcat; then found+=("bzcat"); else need+=(bzip2); fi
 if have chromium; then found+=("chromium"); else need+=(chromium); fi
+if have buildah; then found+=("buildah"); else need+=(buildah); fi
+if have debootstrap; then found+=("debootstrap"); else need+=(debootstrap); fi
 if have python3; then
   found+=("python3")
   if python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then found+=("venv"); else need+=(python3-venv); fi

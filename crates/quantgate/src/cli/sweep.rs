@@ -83,12 +83,14 @@ pub struct SubmitArgs {
     #[arg(long, requires = "slurm")]
     partition: Option<String>,
     /// Kueue LocalQueue to write the Kubernetes manifests for.
-    #[arg(long, value_name = "QUEUE", requires = "image")]
+    #[arg(long, value_name = "QUEUE", requires_all = ["image", "image_id"])]
     kueue: Option<String>,
-    /// The image, by digest (NAME@sha256:…). With --slurm: exported to every task as its
-    /// QUANTGATE_IMAGE_DIGEST (for tasks that run inside the image).
-    #[arg(long, value_name = "REF")]
+    /// Kueue: the image by its registry digest (NAME@sha256:…).
+    #[arg(long, value_name = "REF", requires = "kueue")]
     image: Option<String>,
+    /// Kueue: the image ID (sha256:…, scripts/build-image.sh's last line) that reports name.
+    #[arg(long, value_name = "ID", requires = "kueue")]
+    image_id: Option<String>,
     /// Kueue: pods at once (default every task).
     #[arg(long, requires = "kueue")]
     parallelism: Option<i32>,
@@ -273,24 +275,16 @@ fn compare_cmd(a: CompareArgs) -> anyhow::Result<Status> {
 
 fn submit_cmd(a: SubmitArgs) -> anyhow::Result<Status> {
     if a.slurm {
-        let s = slurm::submit(
-            &a.dir,
-            a.partition.as_deref(),
-            a.image
-                .as_deref()
-                .map(kueue::image_digest)
-                .transpose()?
-                .as_deref(),
-        )?;
+        let s = slurm::submit(&a.dir, a.partition.as_deref())?;
         println!(
             "slurm: array job {} ({}), collect job {}",
             s.array_job, s.script, s.collect_job
         );
         return Ok(Status::Success);
     }
-    let (Some(queue), Some(image)) = (a.kueue, a.image) else {
+    let (Some(queue), Some(image), Some(image_id)) = (a.kueue, a.image, a.image_id) else {
         return Err(usage(
-            "submit needs --slurm, or --kueue QUEUE --image REF@sha256:…",
+            "submit needs --slurm, or --kueue QUEUE --image REF@sha256:… --image-id sha256:…",
         ));
     };
     let p = plan::Plan::load(&a.dir)?;
@@ -303,6 +297,7 @@ fn submit_cmd(a: SubmitArgs) -> anyhow::Result<Status> {
     let o = kueue::KueueOptions {
         queue,
         image,
+        image_id,
         parallelism: a.parallelism,
         storage_class: a.storage_class,
     };

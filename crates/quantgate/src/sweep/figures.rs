@@ -31,6 +31,8 @@ const VOLATILE: &[&str] = &[
     "started",
     "finished",
     "image_digest",
+    // verify's mean llama.cpp time per text (gate2_vectors).
+    "llama_ms_per_text",
 ];
 
 /// Top-level keys kept per task kind.
@@ -59,8 +61,16 @@ fn kept(kind: TaskKind) -> &'static [&'static str] {
     }
 }
 
-fn strip(v: &mut Value) {
+/// `v` without the volatile keys, at any depth; an absolute path (quantize's `gate1.source`)
+/// is cut to its file name, which names the same file wherever the sweep folder lies.
+pub fn strip(v: &mut Value) {
     match v {
+        Value::String(s) if s.starts_with('/') => {
+            let name = Path::new(s.as_str())
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned());
+            *s = name.unwrap_or_default();
+        }
         Value::Object(m) => {
             m.retain(|k, _| !VOLATILE.contains(&k.as_str()));
             m.values_mut().for_each(strip);
@@ -117,12 +127,14 @@ mod tests {
         let doc = r#"{"verdict":"GO","costs":[{"gate":1,"wall_s":3.0}],
             "gate2_logits":{"mean_kld":0.001,"min_cosine":0.9999,"seconds":2.5},
             "inputs":[{"path":"/a/b","sha256":"00"}],
-            "quality":{"logits":{"mean_kld":0.02},"path":"/x"}}"#;
+            "quality":{"logits":{"mean_kld":0.02},"path":"/x"},
+            "gate1":{"source":"/a/tasks/000-convert/m-F16.gguf"}}"#;
         let q = from_text(TaskKind::Verify, doc);
         assert_eq!(
             q.keys().collect::<Vec<_>>(),
-            ["gate2_logits", "quality", "verdict"]
+            ["gate1", "gate2_logits", "quality", "verdict"]
         );
+        assert_eq!(lookup(&q, "gate1.source"), Some(&Value::from("m-F16.gguf")));
         assert_eq!(
             lookup(&q, "gate2_logits.mean_kld"),
             Some(&Value::from(0.001))

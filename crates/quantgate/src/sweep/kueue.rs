@@ -49,8 +49,11 @@ pub const WAIT_DEPS_S: u64 = 7 * 24 * 3600;
 #[derive(Clone, Debug)]
 pub struct KueueOptions {
     pub queue: String,
-    /// `NAME@sha256:…`: pinned by digest.
+    /// `NAME@sha256:…`: pulled by its registry (manifest) digest.
     pub image: String,
+    /// The image ID (config digest, `sha256:…`) that reports name: it survives a push, while
+    /// the manifest digest changes when a registry recompresses layers (docs/image.md).
+    pub image_id: String,
     /// Pods at once (default: every task).
     pub parallelism: Option<i32>,
     /// StorageClass of the volume (the cluster's default when absent).
@@ -238,7 +241,11 @@ fn exit_rule(action: &str, codes: Vec<i32>) -> PodFailurePolicyRule {
 ///
 /// Errors: the image is not named by digest; an empty plan.
 pub fn manifests(plan: &Plan, o: &KueueOptions, inputs_bytes: u64) -> Result<Manifests> {
-    let digest = image_digest(&o.image)?;
+    image_digest(&o.image)?;
+    if !crate::image::is_digest(&o.image_id) {
+        bail!("--image-id {:?}: not an image ID (sha256: and 64 lowercase hex digits; scripts/build-image.sh prints it)", o.image_id);
+    }
+    let digest = o.image_id.clone();
     let n = i32::try_from(plan.tasks.len())?;
     if n == 0 {
         bail!("the plan has no tasks");

@@ -7,6 +7,9 @@
 //! `collect` job runs after the whole array (`afterany`). Measured on Debian's slurm-wlm 22.05
 //! (docs/sweep.md): per-index updates of a held array, `DependencyNeverSatisfied` cancels.
 //!
+//! The tasks run the binary that submitted them (same path on every node), not an image, so
+//! their reports name no image digest.
+//!
 //! Exit codes: 0 GO, 1 NO-GO and 2 input error are final; 3 (runtime failure, a signal) is
 //! requeued once by the script itself (`scontrol requeue` while `SLURM_RESTART_COUNT` is 0).
 //! Slurm holds a requeued job back for its fixed delay (about 2 minutes in 22.05) before it
@@ -66,13 +69,7 @@ fn checked(cmd: &mut Command) -> Result<String> {
 }
 
 /// The sbatch script of the array (`DIR` and `exe` absolute).
-pub fn script(
-    plan: &Plan,
-    dir: &Path,
-    exe: &Path,
-    partition: Option<&str>,
-    image: Option<&str>,
-) -> String {
+pub fn script(plan: &Plan, dir: &Path, exe: &Path, partition: Option<&str>) -> String {
     let n = plan.tasks.len();
     let cpus = plan
         .tasks
@@ -102,9 +99,6 @@ pub fn script(
     s += "# Written by `quantgate sweep submit --slurm`: one index per task of plan.json; each\n";
     s += "# index's memory, CPUs and afterok dependencies are set per index after submission.\n";
     s += "set -u\n";
-    if let Some(d) = image {
-        s += &format!("export {}={}\n", crate::image::ENV, shell_quote(d));
-    }
     s += "# A trapped TERM (scancel --signal=TERM) lets the task stop its command, record the\n";
     s += "# interruption and exit 3 before this shell decides.\n";
     s += "trap 'true' TERM INT\n";
@@ -150,7 +144,7 @@ pub fn reachable() -> Result<()> {
 ///
 /// Errors: no scheduler reachable (nothing written); sbatch or scontrol refusing (the array
 /// is cancelled again, `submitted.json` is not written).
-pub fn submit(dir: &Path, partition: Option<&str>, image: Option<&str>) -> Result<Submitted> {
+pub fn submit(dir: &Path, partition: Option<&str>) -> Result<Submitted> {
     let plan = Plan::load(dir)?;
     reachable()?;
     if dir.join("slurm/submitted.json").exists() {
@@ -164,10 +158,7 @@ pub fn submit(dir: &Path, partition: Option<&str>, image: Option<&str>) -> Resul
         .with_context(|| dir.display().to_string())?;
     let exe = std::env::current_exe().context("cannot locate the quantgate binary")?;
     let path: PathBuf = dir.join("slurm").join("sweep.sbatch");
-    crate::paths::write_atomic(
-        &path,
-        script(&plan, &dir, &exe, partition, image).as_bytes(),
-    )?;
+    crate::paths::write_atomic(&path, script(&plan, &dir, &exe, partition).as_bytes())?;
     let array = checked(
         Command::new("sbatch")
             .args(["--parsable", "--hold"])

@@ -300,10 +300,17 @@ fn attempt_once(
         .stderr(open("stderr.log")?)
         .env(llama_runtime::CPU_VARIANT_ENV, &plan.settings.cpu_variant);
     let started = crate::protocol::run::utc_now();
+    // The folder is the attempt's only if this marker is still in it afterwards: a command
+    // that writes into it (verify's report) would re-create a deleted folder.
+    let marker = tdir.join(".attempt");
+    let token = format!("{} {started} {attempt}\n", std::process::id());
+    std::fs::write(&marker, &token)
+        .with_context(|| format!("{}: cannot write", marker.display()))?;
+    let ours = || std::fs::read_to_string(&marker).is_ok_and(|t| t == token);
     // A signal to this process reaches the child too (same process group); the watcher
     // makes sure of it when only this process was signalled.
     let m = crate::child::run_watched(&mut cmd, &mut |_| crate::interrupt::received().is_some())?;
-    if !tdir.is_dir() {
+    if !ours() {
         return Err(FolderLost(tdir).into());
     }
     let state = if crate::interrupt::received().is_some() {
@@ -360,7 +367,7 @@ fn attempt_once(
         quality: figures::from_json(t.kind, &figures_file(&tdir, t.kind)),
         reason: (state != TaskState::Passed).then(|| last_line(&tdir.join("stderr.log"))),
     };
-    if !tdir.is_dir() {
+    if !ours() {
         return Err(FolderLost(tdir).into());
     }
     receipt::write(&tdir, &r)?;

@@ -25,7 +25,7 @@ fn ci_sweep() -> PathBuf {
 /// The `[[inputs]]` of sweeps/ci.toml with absolute paths, for sweep files written elsewhere.
 fn ci_inputs() -> String {
     let text = std::fs::read_to_string(ci_sweep()).unwrap();
-    let at = text.find("[[inputs]]").unwrap();
+    let at = text.find("\n[[inputs]]\n").unwrap() + 1;
     let root = repo().canonicalize().unwrap();
     text[at..].replace("path = \"../", &format!("path = \"{}/", root.display()))
 }
@@ -307,6 +307,7 @@ fn kueue_manifests_are_valid_kubernetes_1_37_objects() {
     let dir = tmp.path().join("s");
     assert!(plan(&ci_sweep(), &dir).status.success());
     // A tag is not a pin.
+    let id = format!("sha256:{}", "1d".repeat(32));
     let o = sweep(
         &[
             "submit",
@@ -314,6 +315,8 @@ fn kueue_manifests_are_valid_kubernetes_1_37_objects() {
             "team-cpu",
             "--image",
             "quantgate:latest",
+            "--image-id",
+            &id,
         ],
         &dir,
     );
@@ -321,7 +324,18 @@ fn kueue_manifests_are_valid_kubernetes_1_37_objects() {
     assert!(out(&o).contains("name the image by digest"), "{}", out(&o));
     let digest = format!("sha256:{}", "5e".repeat(32));
     let image = format!("localhost/quantgate@{digest}");
-    let o = sweep(&["submit", "--kueue", "team-cpu", "--image", &image], &dir);
+    let o = sweep(
+        &[
+            "submit",
+            "--kueue",
+            "team-cpu",
+            "--image",
+            &image,
+            "--image-id",
+            &id,
+        ],
+        &dir,
+    );
     assert!(o.status.success(), "{}", out(&o));
     let files: Vec<PathBuf> = ["pvc", "network-policy", "job", "collect-job"]
         .iter()
@@ -376,7 +390,8 @@ fn kueue_manifests_are_valid_kubernetes_1_37_objects() {
         .iter()
         .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str()?)))
         .collect();
-    assert_eq!(env["QUANTGATE_IMAGE_DIGEST"], digest.as_str());
+    // Reports name the image ID, which survives a push; the pull uses the registry digest.
+    assert_eq!(env["QUANTGATE_IMAGE_DIGEST"], id.as_str());
     assert_eq!(env["QUANTGATE_CPU_VARIANT"], "haswell");
     let plan = plan_json(&dir);
     let max_mem = plan["tasks"]

@@ -111,7 +111,7 @@ fn broken_sweep(dir: &Path) -> PathBuf {
     let sha = quantgate::hash::sha256_file(&bad).unwrap();
     let root = repo().canonicalize().unwrap();
     let text = std::fs::read_to_string(repo().join("sweeps/ci.toml")).unwrap();
-    let inputs = text[text.find("[[inputs]]").unwrap()..]
+    let inputs = text[text.find("\n[[inputs]]\n").unwrap() + 1..]
         .replace("path = \"../", &format!("path = \"{}/", root.display()));
     let toml = format!(
         "[sweep]\nid = \"broken\"\n\n[settings]\nthreads = 2\ncpu_variant = \"haswell\"\n\n[matrix]\nftypes = [\"F16\"]\ntasks = [\"verify\", \"release\"]\n\n[[models]]\nname = \"minilm\"\nhf_dir = \"{}/.cache/hf/all-MiniLM-L6-v2\"\nggufs = [\"tampered\"]\n\n[[inputs]]\nname = \"tampered\"\npath = \"{}\"\nsha256 = \"{sha}\"\nlicense = \"Apache-2.0\"\nrevision = \"MiniLM F16 with one byte of blk.0.attn_q.weight flipped (this test)\"\n\n{inputs}",
