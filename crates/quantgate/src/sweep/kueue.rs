@@ -100,13 +100,8 @@ fn meta(name: String, labels: BTreeMap<String, String>) -> ObjectMeta {
 }
 
 /// The one container of a sweep pod running `args` after `quantgate`.
-fn container(
-    plan: &Plan,
-    o: &KueueOptions,
-    digest: &str,
-    name: &str,
-    args: Vec<String>,
-) -> Container {
+fn container(plan: &Plan, o: &KueueOptions, name: &str, args: Vec<String>) -> Container {
+    let digest = o.image_id.as_str();
     let cpus = plan
         .tasks
         .iter()
@@ -245,7 +240,6 @@ pub fn manifests(plan: &Plan, o: &KueueOptions, inputs_bytes: u64) -> Result<Man
     if !crate::image::is_digest(&o.image_id) {
         bail!("--image-id {:?}: not an image ID (sha256: and 64 lowercase hex digits; scripts/build-image.sh prints it)", o.image_id);
     }
-    let digest = o.image_id.clone();
     let n = i32::try_from(plan.tasks.len())?;
     if n == 0 {
         bail!("the plan has no tasks");
@@ -253,26 +247,9 @@ pub fn manifests(plan: &Plan, o: &KueueOptions, inputs_bytes: u64) -> Result<Man
     let name = format!("qg-{}", plan.sweep_id.to_ascii_lowercase());
     let pvc_name = format!("{name}-sweep");
     let disk: u64 = plan.tasks.iter().map(|t| t.needs.disk_bytes).sum::<u64>() + inputs_bytes;
-    let pvc = PersistentVolumeClaim {
-        metadata: meta(
-            pvc_name.clone(),
-            BTreeMap::from([("quantgate.io/sweep".into(), plan.sweep_id.clone())]),
-        ),
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteMany".into()]),
-            storage_class_name: o.storage_class.clone(),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(BTreeMap::from([(
-                    "storage".into(),
-                    qty(format!("{}Mi", disk.div_ceil(1 << 20))),
-                )])),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let task_args: Vec<String> = [
+    let strings = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let wait = WAIT_DEPS_S.to_string();
+    let task_args = strings(&[
         "sweep",
         "task",
         MOUNT,
@@ -285,13 +262,61 @@ pub fn manifests(plan: &Plan, o: &KueueOptions, inputs_bytes: u64) -> Result<Man
         "--termination-log",
         "/dev/termination-log",
         "--wait-deps",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([WAIT_DEPS_S.to_string()])
-    .collect();
-    let job = Job {
-        metadata: meta(name.clone(), labels(plan, &o.queue)),
+        &wait,
+    ]);
+    let task_pod = pod(plan, o, container(plan, o, "task", task_args), &pvc_name);
+    let collect_args = strings(&["sweep", "collect", MOUNT, "--wait", &wait]);
+    let collect_pod = pod(
+        plan,
+        o,
+        container(plan, o, "collect", collect_args),
+        &pvc_name,
+    );
+    Ok(Manifests {
+        pvc: pvc(plan, o, &pvc_name, disk),
+        job: task_job(plan, o, &name, n, task_pod),
+        collect: Job {
+            metadata: meta(format!("{name}-collect"), labels(plan, &o.queue)),
+            spec: Some(JobSpec {
+                suspend: Some(true),
+                completions: Some(1),
+                parallelism: Some(1),
+                backoff_limit: Some(1),
+                template: collect_pod,
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        network_policy: network_policy(plan, &name),
+    })
+}
+
+fn sweep_label(plan: &Plan) -> BTreeMap<String, String> {
+    BTreeMap::from([("quantgate.io/sweep".into(), plan.sweep_id.clone())])
+}
+
+/// The sweep folder's volume: `disk` bytes, ReadWriteMany.
+fn pvc(plan: &Plan, o: &KueueOptions, name: &str, disk: u64) -> PersistentVolumeClaim {
+    let storage = qty(format!("{}Mi", disk.div_ceil(1 << 20)));
+    PersistentVolumeClaim {
+        metadata: meta(name.into(), sweep_label(plan)),
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteMany".into()]),
+            storage_class_name: o.storage_class.clone(),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([("storage".into(), storage)])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The Indexed Job of the `n` tasks, suspended for Kueue, with the exit-code policy.
+fn task_job(plan: &Plan, o: &KueueOptions, name: &str, n: i32, template: PodTemplateSpec) -> Job {
+    Job {
+        metadata: meta(name.into(), labels(plan, &o.queue)),
         spec: Some(JobSpec {
             suspend: Some(true),
             completion_mode: Some("Indexed".into()),
@@ -312,66 +337,26 @@ pub fn manifests(plan: &Plan, o: &KueueOptions, inputs_bytes: u64) -> Result<Man
                     },
                 ],
             }),
-            template: pod(
-                plan,
-                o,
-                container(plan, o, &digest, "task", task_args),
-                &pvc_name,
-            ),
+            template,
             ..Default::default()
         }),
         ..Default::default()
-    };
-    let collect_args = [
-        "sweep",
-        "collect",
-        MOUNT,
-        "--wait",
-        &WAIT_DEPS_S.to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let collect = Job {
-        metadata: meta(format!("{name}-collect"), labels(plan, &o.queue)),
-        spec: Some(JobSpec {
-            suspend: Some(true),
-            completions: Some(1),
-            parallelism: Some(1),
-            backoff_limit: Some(1),
-            template: pod(
-                plan,
-                o,
-                container(plan, o, &digest, "collect", collect_args),
-                &pvc_name,
-            ),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let network_policy = NetworkPolicy {
-        metadata: meta(
-            format!("{name}-no-network"),
-            BTreeMap::from([("quantgate.io/sweep".into(), plan.sweep_id.clone())]),
-        ),
+    }
+}
+
+/// No ingress and no egress for the sweep's pods.
+fn network_policy(plan: &Plan, name: &str) -> NetworkPolicy {
+    NetworkPolicy {
+        metadata: meta(format!("{name}-no-network"), sweep_label(plan)),
         spec: Some(NetworkPolicySpec {
             pod_selector: Some(LabelSelector {
-                match_labels: Some(BTreeMap::from([(
-                    "quantgate.io/sweep".into(),
-                    plan.sweep_id.clone(),
-                )])),
+                match_labels: Some(sweep_label(plan)),
                 ..Default::default()
             }),
             policy_types: Some(vec!["Ingress".into(), "Egress".into()]),
             ..Default::default()
         }),
-    };
-    Ok(Manifests {
-        pvc,
-        job,
-        collect,
-        network_policy,
-    })
+    }
 }
 
 /// Writes the manifests into `DIR/kueue/` (each file atomically); their paths, in the order

@@ -91,6 +91,7 @@ pub fn run(dir: &Path, jobs: usize, on_event: &mut dyn FnMut(Event)) -> Result<L
     let mut sum = LocalSummary::default();
     let mut tries: BTreeMap<usize, u32> = BTreeMap::new();
     let mut running: BTreeMap<usize, Child> = BTreeMap::new();
+    let mut forwarded = false;
     for t in &plan.tasks {
         if receipt::read(&dir.join(&t.dir))?.is_some_and(|r| r.state.is_final()) {
             sum.already_final += 1;
@@ -128,6 +129,15 @@ pub fn run(dir: &Path, jobs: usize, on_event: &mut dyn FnMut(Event)) -> Result<L
         }
         if running.is_empty() {
             break;
+        }
+        if crate::interrupt::received().is_some() && !forwarded {
+            // A signal sent to this process alone (kill PID) reaches the tasks too, so that
+            // each records its interruption instead of running on unobserved.
+            for c in running.values() {
+                // SAFETY: signalling our own unreaped child.
+                unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+            }
+            forwarded = true;
         }
         std::thread::sleep(Duration::from_millis(100));
         let mut ended = Vec::new();

@@ -145,7 +145,14 @@ pub fn build(l: &Loaded, avx512: bool) -> Result<Plan> {
         let hf_rel = format!("inputs/{}", m.name);
         let hf = HfDir::open(&l.resolve(&m.hf_dir), true)
             .with_context(|| format!("models.{}.hf_dir", m.name))?;
-        b.model(l, m, &hf, &hf_rel, threads, avx512)?;
+        let c = ModelCtx {
+            m,
+            hf: &hf,
+            hf_rel: &hf_rel,
+            threads,
+            avx512,
+        };
+        b.model(l, &c)?;
     }
     for r in &f.runs {
         let spec = Spec::Protocol {
@@ -179,6 +186,28 @@ pub fn build(l: &Loaded, avx512: bool) -> Result<Plan> {
         inputs: planned_inputs(l)?,
         tasks: b.tasks,
     })
+}
+
+/// What planning one model needs.
+struct ModelCtx<'a> {
+    m: &'a file::Model,
+    hf: &'a HfDir,
+    /// The model folder, relative to the sweep folder.
+    hf_rel: &'a str,
+    threads: u32,
+    avx512: bool,
+}
+
+/// A GGUF the model's tasks verify and ship.
+struct PlannedFile {
+    /// The ftype, or the input's name for a GGUF made elsewhere.
+    label: String,
+    /// Relative to the sweep folder.
+    path: String,
+    /// The task that writes it (none for an input).
+    producer: Option<usize>,
+    /// Its planned tensor table ([`needs::planned_tensors`]).
+    table: Vec<gguf::TensorInfo>,
 }
 
 #[derive(Default)]
@@ -220,16 +249,77 @@ impl Builder {
 
     /// The matrix's tasks for one model, in a fixed order: convert, quantize × ftypes,
     /// verify × files, release.
-    fn model(
-        &mut self,
-        l: &Loaded,
-        m: &file::Model,
-        hf: &HfDir,
-        hf_rel: &str,
-        threads: u32,
-        avx512: bool,
-    ) -> Result<()> {
+    fn model(&mut self, l: &Loaded, c: &ModelCtx) -> Result<()> {
         let kinds = &l.file.matrix.tasks;
+        let first = self.tasks.len();
+        let mut files = if kinds.contains(&TaskKind::Convert) {
+            self.made_files(l, c)
+        } else {
+            Vec::new()
+        };
+        for g in &c.m.ggufs {
+            let name = input_file_name(l, g)?;
+            // Its type is not known before it is read: the repacked Q4_K_M bounds the memory.
+            let q4km = gguf::LlamaFtype::by_name("Q4_K_M").expect("listed");
+            let table = needs::planned_tensors(c.hf, q4km);
+            let path = format!("inputs/files/{name}");
+            files.push(PlannedFile {
+                label: g.clone(),
+                path,
+                producer: None,
+                table,
+            });
+        }
+        let mut verified = Vec::new();
+        if kinds.contains(&TaskKind::Verify) {
+            for f in &files {
+                let n = needs::verify(c.threads, &f.table, c.avx512);
+                let spec = Spec::Verify {
+                    hf: c.hf_rel.into(),
+                    gguf: f.path.clone(),
+                };
+                let deps = f.producer.iter().copied().collect();
+                verified.push(self.push(
+                    TaskKind::Verify,
+                    &c.m.name,
+                    Some(&f.label),
+                    deps,
+                    n,
+                    spec,
+                ));
+            }
+        }
+        if kinds.contains(&TaskKind::Release) && !files.is_empty() {
+            let deps = if verified.is_empty() {
+                files.iter().filter_map(|f| f.producer).collect()
+            } else {
+                verified
+            };
+            let vneeds: Vec<Needs> = files
+                .iter()
+                .map(|f| needs::verify(c.threads, &f.table, c.avx512))
+                .collect();
+            let total: u64 = files.iter().map(|f| needs::file_bytes(&f.table)).sum();
+            let spec = Spec::Release {
+                hf: c.hf_rel.into(),
+                ggufs: files.iter().map(|f| f.path.clone()).collect(),
+                base_model: c.m.base_model.clone(),
+            };
+            let n = needs::release(&vneeds, total, c.threads);
+            self.push(TaskKind::Release, &c.m.name, None, deps, n, spec);
+        }
+        // `after` holds back the model's tasks that wait for nothing else.
+        for i in first..self.tasks.len() {
+            if self.tasks[i].deps.is_empty() {
+                let field = format!("models.{}.after", c.m.name);
+                self.after.push((i, c.m.after.clone(), field));
+            }
+        }
+        Ok(())
+    }
+
+    /// Convert to the first ftype, then (if asked) quantize it to each other one.
+    fn made_files(&mut self, l: &Loaded, c: &ModelCtx) -> Vec<PlannedFile> {
         let ftypes: Vec<String> = l
             .file
             .matrix
@@ -237,109 +327,51 @@ impl Builder {
             .iter()
             .map(|f| f.to_ascii_uppercase())
             .collect();
-        let first = self.tasks.len();
-        // (ftype label, path relative to the sweep folder, producing task, its table).
-        let mut files: Vec<(String, String, Option<usize>, Vec<gguf::TensorInfo>)> = Vec::new();
-        if kinds.contains(&TaskKind::Convert) {
-            let ft = gguf::LlamaFtype::by_name(&ftypes[0]).expect("validated");
-            let table = needs::planned_tensors(hf, ft);
-            let spec = Spec::Convert {
-                hf: hf_rel.into(),
-                outtype: ftypes[0].to_ascii_lowercase(),
-            };
-            let n = needs::convert(hf, threads, &table);
-            let c = self.push(
-                TaskKind::Convert,
-                &m.name,
-                Some(&ftypes[0]),
-                vec![],
-                n,
-                spec,
-            );
-            files.push((
-                ftypes[0].clone(),
-                self.tasks[c].output().expect("convert"),
-                Some(c),
-                table,
-            ));
-            if kinds.contains(&TaskKind::Quantize) {
-                for ft_name in &ftypes[1..] {
-                    let ft = gguf::LlamaFtype::by_name(ft_name).expect("validated");
-                    let table = needs::planned_tensors(hf, ft);
-                    let input = files[0].1.clone();
-                    let spec = Spec::Quantize {
-                        input,
-                        ftype: ft_name.clone(),
-                    };
-                    let n = needs::quantize(hf, threads, &table);
-                    let q = self.push(TaskKind::Quantize, &m.name, Some(ft_name), vec![c], n, spec);
-                    files.push((
-                        ft_name.clone(),
-                        self.tasks[q].output().expect("quantize"),
-                        Some(q),
-                        table,
-                    ));
-                }
-            }
+        let table = needs::planned_tensors(
+            c.hf,
+            gguf::LlamaFtype::by_name(&ftypes[0]).expect("validated"),
+        );
+        let spec = Spec::Convert {
+            hf: c.hf_rel.into(),
+            outtype: ftypes[0].to_ascii_lowercase(),
+        };
+        let n = needs::convert(c.hf, c.threads, &table);
+        let conv = self.push(
+            TaskKind::Convert,
+            &c.m.name,
+            Some(&ftypes[0]),
+            vec![],
+            n,
+            spec,
+        );
+        let base = self.tasks[conv].output().expect("convert writes");
+        let mut files = vec![PlannedFile {
+            label: ftypes[0].clone(),
+            path: base.clone(),
+            producer: Some(conv),
+            table,
+        }];
+        if !l.file.matrix.tasks.contains(&TaskKind::Quantize) {
+            return files;
         }
-        for g in &m.ggufs {
-            let name = input_file_name(l, g)?;
+        for ft in &ftypes[1..] {
             let table =
-                needs::planned_tensors(hf, gguf::LlamaFtype::by_name("Q4_K_M").expect("listed"));
-            files.push((g.clone(), format!("inputs/files/{name}"), None, table));
-        }
-        let mut verified = Vec::new();
-        if kinds.contains(&TaskKind::Verify) {
-            for (label, path, producer, table) in &files {
-                let n = needs::verify(threads, table, avx512);
-                let spec = Spec::Verify {
-                    hf: hf_rel.into(),
-                    gguf: path.clone(),
-                };
-                let v = self.push(
-                    TaskKind::Verify,
-                    &m.name,
-                    Some(label),
-                    producer.iter().copied().collect(),
-                    n,
-                    spec,
-                );
-                verified.push(v);
-            }
-        }
-        if kinds.contains(&TaskKind::Release) && !files.is_empty() {
-            let deps = if verified.is_empty() {
-                files.iter().filter_map(|f| f.2).collect()
-            } else {
-                verified.clone()
+                needs::planned_tensors(c.hf, gguf::LlamaFtype::by_name(ft).expect("validated"));
+            let spec = Spec::Quantize {
+                input: base.clone(),
+                ftype: ft.clone(),
             };
-            let vneeds: Vec<Needs> = files
-                .iter()
-                .map(|f| needs::verify(threads, &f.3, avx512))
-                .collect();
-            let total: u64 = files.iter().map(|f| needs::file_bytes(&f.3)).sum();
-            let spec = Spec::Release {
-                hf: hf_rel.into(),
-                ggufs: files.iter().map(|f| f.1.clone()).collect(),
-                base_model: m.base_model.clone(),
-            };
-            self.push(
-                TaskKind::Release,
-                &m.name,
-                None,
-                deps,
-                needs::release(&vneeds, total, threads),
-                spec,
-            );
+            let n = needs::quantize(c.hf, c.threads, &table);
+            let q = self.push(TaskKind::Quantize, &c.m.name, Some(ft), vec![conv], n, spec);
+            let path = self.tasks[q].output().expect("quantize writes");
+            files.push(PlannedFile {
+                label: ft.clone(),
+                path,
+                producer: Some(q),
+                table,
+            });
         }
-        // `after` holds back the model's tasks that wait for nothing else.
-        for i in first..self.tasks.len() {
-            if self.tasks[i].deps.is_empty() {
-                self.after
-                    .push((i, m.after.clone(), format!("models.{}.after", m.name)));
-            }
-        }
-        Ok(())
+        files
     }
 
     fn resolve_after(&mut self) -> Result<()> {

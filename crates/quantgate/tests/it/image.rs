@@ -196,8 +196,14 @@ fn verify_inside_the_pinned_image_gives_the_hosts_report() {
     assert_go(&o, "image");
     eprintln!("verify in the image: {:.1} s", t.elapsed().as_secs_f64());
 
+    assert_same_reports(&host_rep, &out_dir.join("report"), &digest);
+}
+
+/// The report made in the image names `digest`, belongs to the image's user and has the host
+/// report's quality fields and input hashes.
+fn assert_same_reports(host_rep: &Path, image_rep: &Path, digest: &str) {
     let host = common::json(&host_rep.join("report.json"));
-    let image_json = out_dir.join("report/report.json");
+    let image_json = image_rep.join("report.json");
     let image = common::json(&image_json);
     assert_eq!(
         std::fs::metadata(&image_json).unwrap().uid(),
@@ -205,8 +211,8 @@ fn verify_inside_the_pinned_image_gives_the_hosts_report() {
         "the report made in the image is not the image user's"
     );
     assert_eq!(host.get("image_digest"), None, "host report names an image");
-    assert_eq!(image["image_digest"], Value::String(digest.clone()));
-    let md = std::fs::read_to_string(out_dir.join("report/report.md")).unwrap();
+    assert_eq!(image["image_digest"], Value::String(digest.to_string()));
+    let md = std::fs::read_to_string(image_rep.join("report.md")).unwrap();
     assert!(md.contains(&format!("- image {digest}")), "{md}");
     assert!(
         image["llama_cpp"]

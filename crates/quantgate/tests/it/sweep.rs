@@ -285,6 +285,19 @@ fn a_task_folder_deleted_mid_run_is_a_runtime_failure_and_runs_again() {
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
     assert!(out(&o).contains("1 ran, 1 already final"), "{}", out(&o));
     assert_eq!(receipt(&dir, &p["tasks"][1]).unwrap()["verdict"], "GO");
+    // The table: GO last; its page renders.
+    let o = sweep(&["collect"], &dir);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).lines().last(),
+        Some("GO")
+    );
+    let md = std::fs::read_to_string(dir.join("collect/sweep.md")).unwrap();
+    assert!(
+        md.contains("| 1 | verify/smollm2/F16 | passed | GO | gate 1 272/272"),
+        "{md}"
+    );
+    assert_renders(&dir.join("collect/sweep.html"), "sweep collect");
 }
 
 /// kubernetes-validate (hash-pinned, Kubernetes 1.37 schemas) on `files`: its output.
@@ -344,6 +357,19 @@ fn kueue_manifests_are_valid_kubernetes_1_37_objects() {
     let v = kubernetes_validate(&files);
     assert!(v.status.success(), "{}", out(&v));
     let job = json(&files[2]);
+    assert_job(&job, &image, &id, &plan_json(&dir));
+    // The validator is live: a wrongly typed field is refused.
+    let mut bad = job.clone();
+    bad["spec"]["backoffLimitPerIndex"] = serde_json::json!("one");
+    let bad_p = tmp.path().join("bad-job.json");
+    std::fs::write(&bad_p, serde_json::to_vec(&bad).unwrap()).unwrap();
+    let v = kubernetes_validate(&[bad_p]);
+    assert!(!v.status.success(), "{}", out(&v));
+}
+
+/// The Indexed Job's queue label, suspension, completions, failure policy, image, environment
+/// and requests.
+fn assert_job(job: &serde_json::Value, image: &str, id: &str, plan: &serde_json::Value) {
     assert_eq!(
         job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"],
         "team-cpu"
@@ -382,7 +408,7 @@ fn kueue_manifests_are_valid_kubernetes_1_37_objects() {
         ]
     );
     let c = &spec["template"]["spec"]["containers"][0];
-    assert_eq!(c["image"], image.as_str());
+    assert_eq!(c["image"], image);
     assert_eq!(c["terminationMessagePolicy"], "FallbackToLogsOnError");
     let env: BTreeMap<&str, &str> = c["env"]
         .as_array()
@@ -391,9 +417,8 @@ fn kueue_manifests_are_valid_kubernetes_1_37_objects() {
         .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str()?)))
         .collect();
     // Reports name the image ID, which survives a push; the pull uses the registry digest.
-    assert_eq!(env["QUANTGATE_IMAGE_DIGEST"], id.as_str());
+    assert_eq!(env["QUANTGATE_IMAGE_DIGEST"], id);
     assert_eq!(env["QUANTGATE_CPU_VARIANT"], "haswell");
-    let plan = plan_json(&dir);
     let max_mem = plan["tasks"]
         .as_array()
         .unwrap()
@@ -403,11 +428,4 @@ fn kueue_manifests_are_valid_kubernetes_1_37_objects() {
         .unwrap();
     assert_eq!(c["resources"]["requests"]["memory"], format!("{max_mem}Mi"));
     assert_eq!(c["resources"]["limits"]["cpu"], "2");
-    // The validator is live: a wrongly typed field is refused.
-    let mut bad = job.clone();
-    bad["spec"]["backoffLimitPerIndex"] = serde_json::json!("one");
-    let bad_p = tmp.path().join("bad-job.json");
-    std::fs::write(&bad_p, serde_json::to_vec(&bad).unwrap()).unwrap();
-    let v = kubernetes_validate(&[bad_p]);
-    assert!(!v.status.success(), "{}", out(&v));
 }

@@ -243,8 +243,12 @@ fn local_and_slurm_give_the_same_verdicts_with_a_requeue_and_a_final_no_go() {
     let c = json(&on_slurm.join("collect/sweep.json"));
     assert_eq!(c["verdict"], "GO");
 
-    // The tampered file: NO-GO, one attempt, not requeued; its release cancelled.
-    let v = receipt_of(&broken, "verify/minilm/tampered").unwrap();
+    assert_broken(&broken, &b_array);
+}
+
+/// The tampered file: NO-GO, one attempt, not requeued; its release cancelled by Slurm.
+fn assert_broken(broken: &Path, b_array: &str) {
+    let v = receipt_of(broken, "verify/minilm/tampered").unwrap();
     assert_eq!(
         (
             v["state"].as_str(),
@@ -255,18 +259,14 @@ fn local_and_slurm_give_the_same_verdicts_with_a_requeue_and_a_final_no_go() {
     );
     assert_eq!(job_field(&format!("{b_array}_0"), "Restarts"), "0");
     assert_eq!(job_field(&format!("{b_array}_0"), "JobState"), "FAILED");
-    assert!(receipt_of(&broken, "release/minilm").is_none());
+    assert!(receipt_of(broken, "release/minilm").is_none());
     assert_eq!(
         job_field(&format!("{b_array}_1"), "Reason"),
         "DependencyNeverSatisfied"
     );
     let c = json(&broken.join("collect/sweep.json"));
     assert_eq!(c["verdict"], "NO-GO");
-    let o = qg()
-        .args(["sweep", "status"])
-        .arg(&broken)
-        .output()
-        .unwrap();
+    let o = qg().args(["sweep", "status"]).arg(broken).output().unwrap();
     assert!(
         out(&o).contains("blocked by verify/minilm/tampered"),
         "{}",
