@@ -43,7 +43,16 @@ fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
                 diff(&format!("{path}[{i}]"), p, q, out);
             }
         }
-        _ => out.push(format!("{path}: {a} vs {b}")),
+        _ => out.push(format!("{path}: {} vs {}", short(a), short(b))),
+    }
+}
+
+/// `v` as JSON, cut to 80 characters (a missing receipt against a whole one would be pages).
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(80) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s,
     }
 }
 
@@ -81,4 +90,31 @@ pub fn compare(a: &Path, b: &Path) -> Result<Vec<TaskDiff>> {
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn differences_are_named_by_path_and_cut_short() {
+        let a = serde_json::json!({"state": "passed", "quality": {"gate2_logits": {"mean_kld": 0.001}, "x": [1, 2]}});
+        let b = serde_json::json!({"state": "passed", "quality": {"gate2_logits": {"mean_kld": 0.002}, "x": [1, 3]}});
+        let mut d = Vec::new();
+        diff("", &a, &b, &mut d);
+        assert_eq!(
+            d,
+            [
+                ".quality.gate2_logits.mean_kld: 0.001 vs 0.002",
+                ".quality.x[1]: 2 vs 3"
+            ]
+        );
+        let mut d = Vec::new();
+        diff("", &Value::Null, &Value::String("y".repeat(200)), &mut d);
+        assert_eq!(d.len(), 1);
+        assert!(d[0].len() < 120 && d[0].ends_with('…'), "{}", d[0]);
+        let mut d = Vec::new();
+        diff("", &a, &a, &mut d);
+        assert!(d.is_empty());
+    }
 }

@@ -102,20 +102,7 @@ fn meta(name: String, labels: BTreeMap<String, String>) -> ObjectMeta {
 /// The one container of a sweep pod running `args` after `quantgate`.
 fn container(plan: &Plan, o: &KueueOptions, name: &str, args: Vec<String>) -> Container {
     let digest = o.image_id.as_str();
-    let cpus = plan
-        .tasks
-        .iter()
-        .map(|t| t.needs.cpus)
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    let mem = plan
-        .tasks
-        .iter()
-        .map(|t| t.needs.mem_mib())
-        .max()
-        .unwrap_or(1)
-        .max(1);
+    let (cpus, mem) = plan.largest_needs();
     let res = BTreeMap::from([
         ("cpu".to_string(), qty(cpus.to_string())),
         ("memory".to_string(), qty(format!("{mem}Mi"))),

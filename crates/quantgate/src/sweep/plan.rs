@@ -122,6 +122,14 @@ impl Plan {
         Ok(plan)
     }
 
+    /// The most CPUs and memory (MiB) any task asks for, at least 1 each: what one request for
+    /// every task (an sbatch header, a Job's pod template) must hold.
+    pub fn largest_needs(&self) -> (u32, u64) {
+        let cpus = self.tasks.iter().map(|t| t.needs.cpus).max();
+        let mem = self.tasks.iter().map(|t| t.needs.mem_mib()).max();
+        (cpus.unwrap_or(1).max(1), mem.unwrap_or(1).max(1))
+    }
+
     /// The task with index `i`.
     ///
     /// Errors: out of range (naming the count).

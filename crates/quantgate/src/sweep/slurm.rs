@@ -71,20 +71,7 @@ fn checked(cmd: &mut Command) -> Result<String> {
 /// The sbatch script of the array (`DIR` and `exe` absolute).
 pub fn script(plan: &Plan, dir: &Path, exe: &Path, partition: Option<&str>) -> String {
     let n = plan.tasks.len();
-    let cpus = plan
-        .tasks
-        .iter()
-        .map(|t| t.needs.cpus)
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    let mem = plan
-        .tasks
-        .iter()
-        .map(|t| t.needs.mem_mib())
-        .max()
-        .unwrap_or(1)
-        .max(1);
+    let (cpus, mem) = plan.largest_needs();
     let q = |p: &Path| shell_quote(&p.display().to_string());
     let mut s = String::from("#!/bin/bash\n");
     s += &format!("#SBATCH --job-name=qg-{}\n", plan.sweep_id);

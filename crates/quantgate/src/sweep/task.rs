@@ -240,6 +240,11 @@ fn last_line(p: &Path) -> String {
 /// deleted while it ran ([`FolderLost`], exit 3).
 pub fn run(dir: &Path, index: usize, o: &TaskOptions) -> Result<TaskOutcome> {
     let plan = Plan::load(dir)?;
+    // Absolute, so that what the command records (quantize's report names its files) does not
+    // depend on the working folder; figures cut such paths to file names.
+    let dir = &dir
+        .canonicalize()
+        .with_context(|| format!("{}: cannot resolve", dir.display()))?;
     let t = plan.task(index)?.clone();
     if plan.quantgate != env!("CARGO_PKG_VERSION") {
         bail!(
