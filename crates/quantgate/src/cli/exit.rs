@@ -68,6 +68,7 @@ fn is_runtime_failure(e: &anyhow::Error) -> bool {
             Some(llama_runtime::RuntimeError::Eval { .. })
         ) || c.is::<quantgate::disk::NoSpace>()
             || c.is::<quantgate::sweep::task::FolderLost>()
+            || c.is::<quantgate::sweep::task::Busy>()
             || c.downcast_ref::<std::io::Error>().is_some_and(disk_full)
             // The GGUF writer's I/O errors carry the path and keep the cause as a field.
             || matches!(c.downcast_ref::<gguf::Error>(), Some(gguf::Error::Io { cause, .. }) if disk_full(cause))

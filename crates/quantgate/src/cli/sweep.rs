@@ -125,6 +125,11 @@ pub struct TaskArgs {
     termination_log: Option<PathBuf>,
 }
 
+/// `exit 3`, or `killed by a signal`.
+fn exit_text(code: Option<i32>) -> String {
+    code.map_or("killed by a signal".into(), |c| format!("exit {c}"))
+}
+
 /// Dispatches.
 pub fn run(c: SweepCommand) -> anyhow::Result<Status> {
     quantgate::interrupt::install();
@@ -154,7 +159,8 @@ fn plan_cmd(a: PlanArgs) -> anyhow::Result<Status> {
             .contains(&l.file.settings.cpu_variant.as_str())
         })
         .unwrap_or(false);
-    let p = plan::write(&a.sweep, &a.output, avx512).map_err(|e| usage(format!("{e:#}")))?;
+    // Errors keep their kind: a full disk is a runtime failure (exit 3), the rest exit 2.
+    let p = plan::write(&a.sweep, &a.output, avx512)?;
     for t in &p.tasks {
         let deps: Vec<String> = t.deps.iter().map(|d| d.to_string()).collect();
         println!(
@@ -190,7 +196,7 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<Status> {
                 r.verdict.map_or(String::new(), |v| format!(" ({v})")),
                 r.wall_s
             ),
-            None => eprintln!("sweep: end {index}: no receipt (exit {exit:?})"),
+            None => eprintln!("sweep: end {index}: no receipt ({})", exit_text(exit)),
         },
     })?;
     println!(
@@ -345,9 +351,14 @@ fn task_cmd(a: TaskArgs) -> anyhow::Result<Status> {
                 println!("{}: already {how} (receipt kept)", r.id);
             } else {
                 println!(
-                    "{}: {how} (exit {:?}) in {:.1} s",
-                    r.id, r.exit_code, r.wall_s
+                    "{}: {how} ({}) in {:.1} s",
+                    r.id,
+                    exit_text(r.exit_code),
+                    r.wall_s
                 );
+                if let Some(why) = r.reason.as_deref().filter(|w| !w.is_empty()) {
+                    println!("reason: {why}");
+                }
             }
             r.verdict.map_or(how, |v| v.to_string())
         }

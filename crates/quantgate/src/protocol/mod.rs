@@ -515,7 +515,8 @@ fn need_input(l: &Loaded, field: &str, name: &str, e: &mut Vec<String>) {
 }
 
 /// `a/b/../c` → `a/c` without touching the file system (so a missing file still compares).
-fn normalize(p: &Path) -> PathBuf {
+/// `p` with `.` dropped and `dir/..` folded, lexically (symlinks are not resolved).
+pub fn normalize(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {

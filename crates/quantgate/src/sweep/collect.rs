@@ -29,6 +29,9 @@ pub struct Collected {
     pub verdict: Verdict,
     pub counts: BTreeMap<String, usize>,
     pub rows: Vec<Row>,
+    /// Outputs that are missing or no longer hash as their receipt says (each makes the sweep
+    /// NO-GO): a file changed after its task passed is not what was verified.
+    pub altered: Vec<String>,
 }
 
 /// Whether nothing more will happen to the sweep: every task ended for good, is blocked, or
@@ -68,18 +71,28 @@ pub fn collect(
                 how: super::receipt::TaskState::Passed,
             }
     });
+    let altered: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.receipt.as_ref())
+        .filter_map(|r| {
+            super::check::outputs(dir, r)
+                .err()
+                .map(|e| format!("{e:#}"))
+        })
+        .collect();
     let c = Collected {
         sweep_id: plan.sweep_id.clone(),
         sweep_sha256: plan.sweep_sha256.clone(),
         cpu_variant: plan.settings.cpu_variant.clone(),
         threads: plan.settings.threads.get(),
-        verdict: if all_passed {
+        verdict: if all_passed && altered.is_empty() && !rows.is_empty() {
             Verdict::Go
         } else {
             Verdict::NoGo
         },
         counts: status::summary(&rows),
         rows,
+        altered,
     };
     let out = dir.join("collect");
     crate::paths::write_atomic(&out.join("sweep.json"), &serde_json::to_vec_pretty(&c)?)?;
@@ -194,6 +207,9 @@ fn markdown(c: &Collected) -> String {
             cells(row).map(|x| x.replace('|', "\\|")).join(" | ")
         );
     }
+    for a in &c.altered {
+        let _ = writeln!(s, "\n**Altered after its task passed:** {a}");
+    }
     let _ = writeln!(
         s,
         "\nReceipts: `tasks/NNN-…/receipt.json`.\n\n{}",
@@ -227,5 +243,12 @@ fn html(c: &Collected) -> String {
         b += "</tr>";
     }
     b += "</tbody></table>";
+    for a in &c.altered {
+        let _ = write!(
+            b,
+            "<p><strong>Altered after its task passed:</strong> {}</p>",
+            escape(a)
+        );
+    }
     page(&format!("Sweep {}", c.sweep_id), &b)
 }

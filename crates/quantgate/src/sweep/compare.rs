@@ -61,7 +61,7 @@ fn short(v: &Value) -> String {
 /// Errors: no plan in either; plans of different sweep files.
 pub fn compare(a: &Path, b: &Path) -> Result<Vec<TaskDiff>> {
     let (pa, pb) = (Plan::load(a)?, Plan::load(b)?);
-    if pa.sweep_sha256 != pb.sweep_sha256 || pa.tasks.len() != pb.tasks.len() {
+    if pa.sweep_sha256 != pb.sweep_sha256 {
         bail!(
             "{} and {} are plans of different sweep files ({} vs {})",
             a.display(),
@@ -70,10 +70,17 @@ pub fn compare(a: &Path, b: &Path) -> Result<Vec<TaskDiff>> {
             pb.sweep_sha256
         );
     }
+    if pa != pb {
+        bail!(
+            "{} and {}: plan.json differs (planned by another quantgate?)",
+            a.display(),
+            b.display()
+        );
+    }
     let mut out = Vec::new();
     for t in &pa.tasks {
-        let ra = receipt::read(&a.join(&t.dir))?;
-        let rb = receipt::read(&b.join(&t.dir))?;
+        let ra = receipt::read_for(a, t)?;
+        let rb = receipt::read_for(b, t)?;
         // Stripped again: receipts written before a key was known to be volatile keep it.
         let view = |r: &Option<receipt::Receipt>| {
             let mut v = r.as_ref().map_or(Value::Null, |r| {
@@ -83,6 +90,10 @@ pub fn compare(a: &Path, b: &Path) -> Result<Vec<TaskDiff>> {
             v
         };
         let mut d = Vec::new();
+        if ra.is_none() && rb.is_none() {
+            // Nothing ran: nothing is the same.
+            d.push("no receipt in either run".to_string());
+        }
         diff("", &view(&ra), &view(&rb), &mut d);
         out.push(TaskDiff {
             id: t.id.clone(),

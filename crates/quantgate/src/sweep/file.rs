@@ -220,10 +220,24 @@ pub fn validate(l: &Loaded) -> Vec<String> {
         if !model_names.insert(m.name.as_str()) {
             e.push(format!("models: name {:?} twice", m.name));
         }
+        if m.name == "files" {
+            e.push("models.name \"files\": reserved (inputs/files/ holds the loose inputs)".into());
+        }
+        let mut seen = BTreeSet::new();
         for g in &m.ggufs {
             if l.input(g).is_none() {
                 e.push(format!("models.{}.ggufs: no input named {g:?}", m.name));
             }
+            if !seen.insert(g) {
+                e.push(format!("models.{}.ggufs: {g:?} twice", m.name));
+            }
+        }
+        let kinds = &f.matrix.tasks;
+        if !kinds.contains(&TaskKind::Convert) && m.ggufs.is_empty() {
+            e.push(format!(
+                "models.{}: nothing to verify or ship (matrix.tasks has no convert and the model no ggufs)",
+                m.name
+            ));
         }
         e.extend(unpinned_files(l, m));
     }
@@ -265,6 +279,12 @@ fn validate_matrix(m: &Matrix, e: &mut Vec<String>) {
             ));
         }
     }
+    if m.tasks.is_empty() {
+        e.push("matrix.tasks: empty".into());
+    }
+    if m.tasks.contains(&TaskKind::Quantize) && !m.tasks.contains(&TaskKind::Convert) {
+        e.push("matrix.tasks: quantize needs convert (it quantizes the converted file)".into());
+    }
     if m.tasks.contains(&TaskKind::Protocol) {
         e.push("matrix.tasks: protocol runs are declared as [[runs]]".into());
     }
@@ -272,7 +292,7 @@ fn validate_matrix(m: &Matrix, e: &mut Vec<String>) {
 
 /// Every regular file under `dir`, depth first, dot files left out (build markers such as
 /// `.complete` are not read by convert).
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+pub fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for ent in std::fs::read_dir(dir)? {
         let ent = ent?;
         if ent.file_name().to_string_lossy().starts_with('.') {
@@ -296,7 +316,7 @@ fn unpinned_files(l: &Loaded, m: &Model) -> Vec<String> {
         .file
         .inputs
         .iter()
-        .filter_map(|i| l.resolve(&i.path).canonicalize().ok())
+        .map(|i| crate::protocol::normalize(&l.resolve(&i.path)))
         .collect();
     let mut files = Vec::new();
     if let Err(err) = walk(&dir, &mut files) {
@@ -308,7 +328,7 @@ fn unpinned_files(l: &Loaded, m: &Model) -> Vec<String> {
     }
     files
         .iter()
-        .filter(|p| !p.canonicalize().is_ok_and(|c| pinned.contains(&c)))
+        .filter(|p| !pinned.contains(&crate::protocol::normalize(p)))
         .map(|p| {
             let rel = p.strip_prefix(&dir).unwrap_or(p);
             format!(
@@ -322,14 +342,14 @@ fn unpinned_files(l: &Loaded, m: &Model) -> Vec<String> {
 
 /// The pinned inputs that lie in the model's folder, as (path relative to it, input).
 pub fn model_files<'a>(l: &'a Loaded, m: &Model) -> Vec<(String, &'a Input)> {
-    let Ok(dir) = l.resolve(&m.hf_dir).canonicalize() else {
-        return Vec::new();
-    };
+    // Lexically, not through canonicalize: a folder of symlinks (the HF hub cache) keeps its
+    // files' names.
+    let dir = crate::protocol::normalize(&l.resolve(&m.hf_dir));
     l.file
         .inputs
         .iter()
         .filter_map(|i| {
-            let p = l.resolve(&i.path).canonicalize().ok()?;
+            let p = crate::protocol::normalize(&l.resolve(&i.path));
             let rel = p.strip_prefix(&dir).ok()?;
             Some((rel.to_string_lossy().into_owned(), i))
         })

@@ -224,6 +224,20 @@ fn exit_rule(action: &str, codes: Vec<i32>) -> PodFailurePolicyRule {
 /// Errors: the image is not named by digest; an empty plan.
 pub fn manifests(plan: &Plan, o: &KueueOptions, inputs_bytes: u64) -> Result<Manifests> {
     image_digest(&o.image)?;
+    // A label value: at most 63 characters, alphanumeric at both ends, `-_.` inside.
+    let q = o.queue.as_bytes();
+    let label_ok = !q.is_empty()
+        && q.len() <= 63
+        && q.first().is_some_and(u8::is_ascii_alphanumeric)
+        && q.last().is_some_and(u8::is_ascii_alphanumeric)
+        && q.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c));
+    if !label_ok {
+        bail!(
+            "--kueue {:?}: not a valid queue name (a Kubernetes label value)",
+            o.queue
+        );
+    }
     if !crate::image::is_digest(&o.image_id) {
         bail!("--image-id {:?}: not an image ID (sha256: and 64 lowercase hex digits; scripts/build-image.sh prints it)", o.image_id);
     }

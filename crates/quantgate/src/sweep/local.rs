@@ -52,7 +52,7 @@ enum Slot {
 
 fn slot(dir: &Path, plan: &Plan, i: usize, tries: &BTreeMap<usize, u32>) -> Result<Slot> {
     let t = &plan.tasks[i];
-    if let Some(r) = receipt::read(&dir.join(&t.dir))? {
+    if let Some(r) = receipt::read_for(dir, t)? {
         if r.state.is_final() {
             return Ok(Slot::Final(r.state));
         }
@@ -73,12 +73,35 @@ fn slot(dir: &Path, plan: &Plan, i: usize, tries: &BTreeMap<usize, u32>) -> Resu
 
 fn deps_passed(dir: &Path, plan: &Plan, i: usize) -> Result<bool> {
     for &d in &plan.tasks[i].deps {
-        match receipt::read(&dir.join(&plan.tasks[d].dir))? {
+        match receipt::read_for(dir, &plan.tasks[d])? {
             Some(r) if r.state == TaskState::Passed => {}
             _ => return Ok(false),
         }
     }
     Ok(true)
+}
+
+/// The exclusive lock of a local run (`DIR/.run.lock`, flock): two `sweep run`s of one folder
+/// would clear each other's task folders.
+///
+/// Errors: another `sweep run` of this folder is running.
+fn lock_run(dir: &Path) -> Result<std::fs::File> {
+    use std::os::unix::io::AsRawFd;
+    let p = dir.join(".run.lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&p)
+        .with_context(|| format!("{}: cannot open", p.display()))?;
+    // SAFETY: flock on a descriptor we own; released when the file is closed.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        bail!(
+            "{}: another `sweep run` of this folder is running",
+            p.display()
+        );
+    }
+    Ok(f)
 }
 
 /// Runs the plan in `dir` with at most `jobs` tasks at once.
@@ -87,13 +110,14 @@ fn deps_passed(dir: &Path, plan: &Plan, i: usize) -> Result<bool> {
 /// end as interrupted, and run again next time).
 pub fn run(dir: &Path, jobs: usize, on_event: &mut dyn FnMut(Event)) -> Result<LocalSummary> {
     let plan = Plan::load(dir)?;
+    let _lock = lock_run(dir)?;
     let exe = std::env::current_exe().context("cannot locate the quantgate binary")?;
     let mut sum = LocalSummary::default();
     let mut tries: BTreeMap<usize, u32> = BTreeMap::new();
     let mut running: BTreeMap<usize, Child> = BTreeMap::new();
     let mut forwarded = false;
     for t in &plan.tasks {
-        if receipt::read(&dir.join(&t.dir))?.is_some_and(|r| r.state.is_final()) {
+        if receipt::read_for(dir, t)?.is_some_and(|r| r.state.is_final()) {
             sum.already_final += 1;
         }
     }
@@ -130,6 +154,11 @@ pub fn run(dir: &Path, jobs: usize, on_event: &mut dyn FnMut(Event)) -> Result<L
         if running.is_empty() {
             break;
         }
+        if !dir.join("plan.json").is_file() {
+            // The sweep folder went away under the run: stop starting tasks (those running
+            // find their folders gone and end).
+            return Err(super::task::FolderLost(dir.to_path_buf()).into());
+        }
         if crate::interrupt::received().is_some() && !forwarded {
             // A signal sent to this process alone (kill PID) reaches the tasks too, so that
             // each records its interruption instead of running on unobserved.
@@ -148,7 +177,7 @@ pub fn run(dir: &Path, jobs: usize, on_event: &mut dyn FnMut(Event)) -> Result<L
         }
         for (i, exit) in ended {
             running.remove(&i);
-            let r = receipt::read(&dir.join(&plan.tasks[i].dir)).ok().flatten();
+            let r = receipt::read_for(dir, &plan.tasks[i]).ok().flatten();
             if let Some(r) = &r {
                 sum.ran.push(r.clone());
             }

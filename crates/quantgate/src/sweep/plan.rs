@@ -119,6 +119,7 @@ impl Plan {
                 plan.version
             );
         }
+        super::check::plan(dir, &plan)?;
         Ok(plan)
     }
 
@@ -148,7 +149,14 @@ impl Plan {
 pub fn build(l: &Loaded, avx512: bool) -> Result<Plan> {
     let f = &l.file;
     let threads = f.settings.threads.get().max(1) as u32;
-    let mut b = Builder::default();
+    let inputs = planned_inputs(l)?;
+    let mut b = Builder {
+        placed: inputs
+            .iter()
+            .map(|i| (i.name.clone(), i.path.clone()))
+            .collect(),
+        ..Default::default()
+    };
     for m in &f.models {
         let hf_rel = format!("inputs/{}", m.name);
         let hf = HfDir::open(&l.resolve(&m.hf_dir), true)
@@ -164,7 +172,7 @@ pub fn build(l: &Loaded, avx512: bool) -> Result<Plan> {
     }
     for r in &f.runs {
         let spec = Spec::Protocol {
-            protocol: format!("inputs/files/{}", input_file_name(l, &r.protocol)?),
+            protocol: b.placed(&r.protocol)?,
         };
         let i = b.push(
             TaskKind::Protocol,
@@ -176,6 +184,9 @@ pub fn build(l: &Loaded, avx512: bool) -> Result<Plan> {
         );
         b.after
             .push((i, r.after.clone(), format!("runs.{}.after", r.name)));
+    }
+    if b.tasks.is_empty() {
+        bail!("matrix.tasks and [[runs]]: the plan has no tasks");
     }
     b.resolve_after()?;
     check_acyclic(&b.tasks)?;
@@ -189,9 +200,9 @@ pub fn build(l: &Loaded, avx512: bool) -> Result<Plan> {
             .settings
             .protocol
             .as_ref()
-            .map(|p| input_file_name(l, p).map(|n| format!("inputs/files/{n}")))
+            .map(|p| b.placed(p))
             .transpose()?,
-        inputs: planned_inputs(l)?,
+        inputs,
         tasks: b.tasks,
     })
 }
@@ -223,9 +234,19 @@ struct Builder {
     tasks: Vec<Task>,
     /// (task, ids it waits for, the field that named them).
     after: Vec<(usize, Vec<String>, String)>,
+    /// Where each input lies in the sweep folder, by name.
+    placed: BTreeMap<String, String>,
 }
 
 impl Builder {
+    /// The path in the sweep folder of the input named `name`.
+    fn placed(&self, name: &str) -> Result<String> {
+        self.placed
+            .get(name)
+            .cloned()
+            .ok_or_else(|| anyhow!("no input named {name:?}"))
+    }
+
     fn push(
         &mut self,
         kind: TaskKind,
@@ -266,11 +287,10 @@ impl Builder {
             Vec::new()
         };
         for g in &c.m.ggufs {
-            let name = input_file_name(l, g)?;
             // Its type is not known before it is read: the repacked Q4_K_M bounds the memory.
             let q4km = gguf::LlamaFtype::by_name("Q4_K_M").expect("listed");
             let table = needs::planned_tensors(c.hf, q4km);
-            let path = format!("inputs/files/{name}");
+            let path = self.placed(g)?;
             files.push(PlannedFile {
                 label: g.clone(),
                 path,
@@ -503,7 +523,9 @@ fn place_inputs(l: &Loaded, plan: &Plan, dir: &Path) -> Result<()> {
             bad.push(format!("inputs.{}.path: {e:#}", i.name));
             continue;
         }
-        if std::fs::hard_link(&src, &dst).is_err() {
+        // The file itself, not a symlink to it (the HF hub cache is a folder of symlinks).
+        let real = src.canonicalize().unwrap_or_else(|_| src.clone());
+        if std::fs::hard_link(&real, &dst).is_err() {
             std::fs::copy(&src, &dst)
                 .with_context(|| format!("{} → {}: cannot copy", src.display(), dst.display()))?;
         }

@@ -161,6 +161,19 @@ pub fn read(task_dir: &Path) -> Result<Option<Receipt>> {
     Ok(Some(r))
 }
 
+/// The receipt of task `t` in the sweep folder `dir`, checked to belong to it and to agree with
+/// itself ([`super::check::receipt`]).
+///
+/// Errors: unreadable, malformed, or another task's or self-contradictory (naming the field).
+pub fn read_for(dir: &Path, t: &super::plan::Task) -> Result<Option<Receipt>> {
+    let tdir = dir.join(&t.dir);
+    let r = read(&tdir)?;
+    if let Some(r) = &r {
+        super::check::receipt(&tdir, t, r)?;
+    }
+    Ok(r)
+}
+
 /// Writes `r` into `task_dir` atomically.
 pub fn write(task_dir: &Path, r: &Receipt) -> Result<()> {
     crate::paths::write_atomic(

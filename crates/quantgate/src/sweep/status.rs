@@ -46,7 +46,7 @@ pub fn rows(dir: &Path, scheduler: &BTreeMap<usize, String>) -> Result<Vec<Row>>
     let plan = Plan::load(dir)?;
     let mut receipts = Vec::new();
     for t in &plan.tasks {
-        receipts.push(receipt::read(&dir.join(&t.dir))?);
+        receipts.push(receipt::read_for(dir, t)?);
     }
     let mut standing: Vec<Standing> = Vec::with_capacity(plan.tasks.len());
     // The plan is acyclic, but indices need not be in dependency order: resolve recursively.

@@ -73,7 +73,7 @@ impl TaskOutcome {
 fn deps_state(dir: &Path, plan: &Plan, t: &Task) -> Result<Option<(String, TaskState)>> {
     for &d in &t.deps {
         let dt = plan.task(d)?;
-        match receipt::read(&dir.join(&dt.dir))? {
+        match receipt::read_for(dir, dt)? {
             Some(r) if r.state == TaskState::Passed => {}
             Some(r) if r.state.is_final() => return Ok(Some((dt.id.clone(), r.state))),
             _ => bail!("{}: dependency {} has not finished", t.id, dt.id),
@@ -108,16 +108,27 @@ fn check_inputs(dir: &Path, plan: &Plan, t: &Task) -> Result<()> {
     }
     for &d in &t.deps {
         let dt = plan.task(d)?;
-        let r =
-            receipt::read(&dir.join(&dt.dir))?.ok_or_else(|| anyhow!("{}: no receipt", dt.id))?;
-        for o in &r.outputs {
-            let h = crate::hash::sha256_file(&dir.join(&o.path))
-                .with_context(|| format!("output of {}", dt.id))?;
-            if h != o.sha256 {
-                bad.push(format!(
-                    "{}: sha256 {h}, the receipt of {} says {}",
-                    o.path, dt.id, o.sha256
-                ));
+        let r = receipt::read_for(dir, dt)?.ok_or_else(|| anyhow!("{}: no receipt", dt.id))?;
+        if let Err(e) = super::check::outputs(dir, &r) {
+            bad.push(format!("{e:#}"));
+        }
+    }
+    // A model folder holds exactly its pinned files: one added later (a chat template, say)
+    // would be read by convert and verify without a pin.
+    let planned: std::collections::BTreeSet<&str> =
+        plan.inputs.iter().map(|i| i.path.as_str()).collect();
+    for r in &reads {
+        let mut files = Vec::new();
+        super::file::walk(&dir.join(r), &mut files)
+            .with_context(|| format!("{}", dir.join(r).display()))?;
+        for f in files {
+            let rel = f
+                .strip_prefix(dir)
+                .unwrap_or(&f)
+                .to_string_lossy()
+                .into_owned();
+            if !planned.contains(rel.as_str()) {
+                bad.push(format!("{rel}: not an input of the plan"));
             }
         }
     }
@@ -206,6 +217,41 @@ fn argv(dir: &Path, plan: &Plan, t: &Task) -> Vec<OsString> {
     }
 }
 
+/// What a passed task wrote, hashed: the GGUF of a convert or quantize; verify's report; every
+/// file of a release folder. `collect` and later attempts re-hash them.
+fn written(dir: &Path, t: &Task) -> Result<Vec<OutputFile>> {
+    let tdir = dir.join(&t.dir);
+    let mut files = match t.kind {
+        TaskKind::Convert | TaskKind::Quantize => {
+            t.output().map(|o| dir.join(o)).into_iter().collect()
+        }
+        TaskKind::Verify => vec![tdir.join("report").join("report.json")],
+        TaskKind::Release => {
+            let mut v = Vec::new();
+            super::file::walk(&tdir.join("release"), &mut v)?;
+            v.sort();
+            v
+        }
+        TaskKind::Protocol => vec![tdir.join("run").join("results.json")],
+    };
+    files.retain(|f| f.is_file());
+    files
+        .into_iter()
+        .map(|f| {
+            let rel = f
+                .strip_prefix(dir)
+                .unwrap_or(&f)
+                .to_string_lossy()
+                .into_owned();
+            Ok(OutputFile {
+                bytes: std::fs::metadata(&f)?.len(),
+                sha256: crate::hash::sha256_file(&f)?,
+                path: rel,
+            })
+        })
+        .collect()
+}
+
 /// The JSON document holding the task's figures.
 fn figures_file(tdir: &Path, kind: TaskKind) -> PathBuf {
     match kind {
@@ -255,8 +301,12 @@ pub fn run(dir: &Path, index: usize, o: &TaskOptions) -> Result<TaskOutcome> {
         );
     }
     let tdir = dir.join(&t.dir);
-    let previous = receipt::read(&tdir)?;
+    // One attempt of a task at a time, whatever started it (two `sweep run`s, an orphan).
+    let _lock = lock(dir, &t)?;
+    let previous = receipt::read_for(dir, &t)?;
     if let Some(r) = previous.as_ref().filter(|r| r.state.is_final()) {
+        // A passed task's files must still be the ones its receipt hashed.
+        super::check::outputs(dir, r)?;
         return Ok(TaskOutcome::AlreadyFinal(r.clone()));
     }
     let t0 = Instant::now();
@@ -274,15 +324,91 @@ pub fn run(dir: &Path, index: usize, o: &TaskOptions) -> Result<TaskOutcome> {
     if let Some((dep, state)) = blocked {
         return Ok(TaskOutcome::Blocked { dep, state });
     }
-    check_inputs(dir, &plan, &t)?;
+    let checked = check_inputs(dir, &plan, &t);
     if tdir.exists() {
         std::fs::remove_dir_all(&tdir)
             .with_context(|| format!("{}: cannot clear", tdir.display()))?;
     }
     std::fs::create_dir_all(&tdir).with_context(|| format!("{}: cannot create", tdir.display()))?;
     let attempt = previous.map_or(1, |r| r.attempt + 1);
+    if let Err(e) = checked {
+        // Final: the same inputs would fail again. The receipt says why.
+        let r = refused(&plan, &t, o, attempt, format!("{e:#}"))?;
+        receipt::write(&tdir, &r)?;
+        return Ok(TaskOutcome::Ran(r));
+    }
     let r = attempt_once(dir, &plan, &t, o, attempt)?;
     Ok(TaskOutcome::Ran(r))
+}
+
+/// The exclusive lock of task `t` (`tasks/NNN-….lock`, flock), held while it runs.
+///
+/// Errors: another process holds it (a runtime failure: retried later).
+fn lock(dir: &Path, t: &Task) -> Result<std::fs::File> {
+    use std::os::unix::io::AsRawFd;
+    let p = dir.join(format!("{}.lock", t.dir));
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&p)
+        .with_context(|| format!("{}: cannot open", p.display()))?;
+    // SAFETY: flock on a descriptor we own; released when the file is closed.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(Busy(p).into());
+    }
+    Ok(f)
+}
+
+/// Another process runs this task now (its lock is held): try again later (exit 3).
+#[derive(Debug)]
+pub struct Busy(pub PathBuf);
+
+impl std::fmt::Display for Busy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: the task is running in another process",
+            self.0.display()
+        )
+    }
+}
+
+impl std::error::Error for Busy {}
+
+/// The receipt of an attempt refused before its command ran (an input hash check).
+fn refused(
+    plan: &Plan,
+    t: &Task,
+    o: &TaskOptions,
+    attempt: u32,
+    reason: String,
+) -> Result<Receipt> {
+    let now = crate::protocol::run::utc_now();
+    Ok(Receipt {
+        index: t.index,
+        id: t.id.clone(),
+        kind: t.kind,
+        state: TaskState::InputError,
+        exit_code: None,
+        verdict: None,
+        attempt,
+        executor: o.executor,
+        job: o.job.clone(),
+        host: host(),
+        cpu_variant: plan.settings.cpu_variant.clone(),
+        threads: plan.settings.threads.get(),
+        image_digest: crate::image::digest()?,
+        started: now.clone(),
+        finished: now,
+        wall_s: 0.0,
+        cpu_s: 0.0,
+        max_rss_kib: 0,
+        command: Vec::new(),
+        outputs: Vec::new(),
+        quality: Default::default(),
+        reason: Some(reason),
+    })
 }
 
 fn attempt_once(
@@ -323,18 +449,11 @@ fn attempt_once(
     } else {
         TaskState::from_exit(m.exit_code)
     };
-    let mut outputs = Vec::new();
-    if let (Some(out), TaskState::Passed) = (t.output(), state) {
-        let p = dir.join(&out);
-        let bytes = std::fs::metadata(&p)
-            .map_err(|_| FolderLost(tdir.clone()))?
-            .len();
-        outputs.push(OutputFile {
-            sha256: crate::hash::sha256_file(&p)?,
-            path: out,
-            bytes,
-        });
-    }
+    let outputs = if state == TaskState::Passed {
+        written(dir, t).map_err(|_| FolderLost(tdir.clone()))?
+    } else {
+        Vec::new()
+    };
     let last = last_line(&tdir.join("stdout.log"));
     let verdict = match last.as_str() {
         "GO" => Some(Verdict::Go),

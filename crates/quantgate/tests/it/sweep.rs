@@ -429,3 +429,136 @@ fn assert_job(job: &serde_json::Value, image: &str, id: &str, plan: &serde_json:
     assert_eq!(c["resources"]["requests"]["memory"], format!("{max_mem}Mi"));
     assert_eq!(c["resources"]["limits"]["cpu"], "2");
 }
+
+/// `cp -a src dst`.
+fn copy_tree(src: &Path, dst: &Path) {
+    let o = Command::new("cp")
+        .arg("-a")
+        .arg(src)
+        .arg(dst)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", out(&o));
+}
+
+/// `f(plan.json)` written back.
+fn edit_plan(dir: &Path, f: impl Fn(&mut serde_json::Value)) {
+    let mut p = plan_json(dir);
+    f(&mut p);
+    std::fs::write(
+        dir.join("plan.json"),
+        serde_json::to_vec_pretty(&p).unwrap(),
+    )
+    .unwrap();
+}
+
+/// Exit 2 naming `what`.
+fn refused_with(o: &Output, what: &str) {
+    assert_eq!(o.status.code(), Some(2), "{}", out(o));
+    assert!(out(o).contains(what), "{what} not in: {}", out(o));
+}
+
+/// The attacks of stop 43's review, each of which once gave GO, a panic or lost data: a sweep
+/// folder changed after planning or after a task passed is refused or NO-GO, never GO.
+#[test]
+fn a_tampered_sweep_folder_is_never_go() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let m = "ftypes = [\"F16\", \"Q8_0\"]\ntasks = [\"convert\", \"quantize\", \"verify\"]";
+    let toml = sweep_file(d, "s.toml", m, MINILM, "");
+    let (good, unrun) = (d.join("good"), d.join("unrun"));
+    assert!(plan(&toml, &good).status.success());
+    assert!(plan(&toml, &unrun).status.success());
+    let o = sweep(&["run"], &good);
+    assert!(o.status.success(), "{}", out(&o));
+    // A quantized file changed after its task passed: collect is NO-GO, the task refuses.
+    let t1 = d.join("t1");
+    copy_tree(&good, &t1);
+    let q = t1.join("tasks/001-quantize-minilm-Q8_0/minilm-Q8_0.gguf");
+    let mut bytes = std::fs::read(&q).unwrap();
+    let n = bytes.len();
+    bytes[n - 100] ^= 1;
+    std::fs::write(&q, bytes).unwrap();
+    let o = sweep(&["collect"], &t1);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(out(&o).ends_with("NO-GO\n\n"), "{}", out(&o));
+    let md = std::fs::read_to_string(t1.join("collect/sweep.md")).unwrap();
+    assert!(
+        md.contains("**Altered after its task passed:**") && md.contains("minilm-Q8_0.gguf"),
+        "{md}"
+    );
+    refused_with(
+        &sweep(&["task", "--index", "1"], &t1),
+        "the receipt of quantize/minilm/Q8_0 says",
+    );
+    // Another task's receipt in a task folder.
+    let t2 = d.join("t2");
+    copy_tree(&good, &t2);
+    std::fs::copy(
+        t2.join("tasks/000-convert-minilm-F16/receipt.json"),
+        t2.join("tasks/003-verify-minilm-Q8_0/receipt.json"),
+    )
+    .unwrap();
+    refused_with(&sweep(&["status"], &t2), "index/id/kind");
+    // plan.json edited by hand: a dependency out of range, a cycle, a task folder outside.
+    for (name, edit, what) in [
+        (
+            "deps",
+            serde_json::json!([[1, "deps"], [99]]),
+            "deps: 99 is out of range",
+        ),
+        (
+            "cycle",
+            serde_json::json!([[0, "deps"], [1]]),
+            "dependency cycle",
+        ),
+        (
+            "dir",
+            serde_json::json!([[0, "dir"], "../escape"]),
+            "is not tasks/000-",
+        ),
+    ] {
+        let t = d.join(name);
+        copy_tree(&unrun, &t);
+        edit_plan(&t, |p| {
+            let i = edit[0][0].as_u64().unwrap() as usize;
+            p["tasks"][i][edit[0][1].as_str().unwrap()] = edit[1].clone();
+        });
+        refused_with(&sweep(&["status"], &t), what);
+        refused_with(&sweep(&["run"], &t), what);
+    }
+    // A file no input pins, added to a model folder after planning: convert refuses it.
+    let t3 = d.join("t3");
+    copy_tree(&unrun, &t3);
+    std::fs::write(
+        t3.join("inputs/minilm/chat_template.jinja"),
+        "{{ \"INJECTED\" }}",
+    )
+    .unwrap();
+    let o = sweep(&["run"], &t3);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    let r = receipt(&t3, &plan_json(&t3)["tasks"][0]).unwrap();
+    assert_eq!(r["state"], "input-error");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("inputs/minilm/chat_template.jinja: not an input of the plan"),
+        "{r}"
+    );
+    // Nothing ran in either: not "the same".
+    let o = sweep(&["compare", unrun.to_str().unwrap()], &unrun);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    // A matrix that plans nothing to verify is refused, not an empty GO.
+    let bad = sweep_file(
+        d,
+        "q.toml",
+        "ftypes = [\"F16\", \"Q8_0\"]\ntasks = [\"quantize\", \"verify\"]",
+        MINILM,
+        "",
+    );
+    refused_with(
+        &plan(&bad, &d.join("q")),
+        "matrix.tasks: quantize needs convert",
+    );
+}
