@@ -242,6 +242,7 @@ fn local_and_slurm_give_the_same_verdicts_with_a_requeue_and_a_final_no_go() {
     );
     let c = json(&on_slurm.join("collect/sweep.json"));
     assert_eq!(c["verdict"], "GO");
+    assert_renders(&on_slurm.join("collect/sweep.html"), "sweep collect");
 
     assert_broken(&broken, &b_array);
 }
