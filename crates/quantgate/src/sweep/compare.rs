@@ -84,7 +84,7 @@ pub fn compare(a: &Path, b: &Path) -> Result<Vec<TaskDiff>> {
         // Stripped again: receipts written before a key was known to be volatile keep it.
         let view = |r: &Option<receipt::Receipt>| {
             let mut v = r.as_ref().map_or(Value::Null, |r| {
-                serde_json::json!({"state": r.state, "verdict": r.verdict, "quality": r.quality, "outputs": r.outputs.iter().map(|o| &o.sha256).collect::<Vec<_>>()})
+                serde_json::json!({"state": r.state, "verdict": r.verdict, "quality": r.quality, "outputs": r.outputs.iter().filter(|o| o.path.ends_with(".gguf")).map(|o| &o.sha256).collect::<Vec<_>>()})
             });
             super::figures::strip(&mut v);
             v
