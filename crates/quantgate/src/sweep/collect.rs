@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use serde::Serialize;
 
 use super::figures::lookup;
@@ -95,6 +95,12 @@ pub fn collect(
         altered,
     };
     let out = dir.join("collect");
+    if out.is_symlink() {
+        bail!(
+            "{}: a symlink; collect writes only inside the sweep folder",
+            out.display()
+        );
+    }
     crate::paths::write_atomic(&out.join("sweep.json"), &serde_json::to_vec_pretty(&c)?)?;
     crate::paths::write_atomic(&out.join("sweep.md"), markdown(&c).as_bytes())?;
     crate::paths::write_atomic(&out.join("sweep.html"), html(&c).as_bytes())?;

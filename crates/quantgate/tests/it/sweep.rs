@@ -490,6 +490,16 @@ fn a_tampered_sweep_folder_is_never_go() {
         &sweep(&["task", "--index", "1"], &t1),
         "the receipt of quantize/minilm/Q8_0 says",
     );
+    // collect writes only inside the sweep folder.
+    let elsewhere = d.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::remove_dir_all(t1.join("collect")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, t1.join("collect")).unwrap();
+    refused_with(
+        &sweep(&["collect"], &t1),
+        "a symlink; collect writes only inside",
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
     // Another task's receipt in a task folder.
     let t2 = d.join("t2");
     copy_tree(&good, &t2);
