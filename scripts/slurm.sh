@@ -4,7 +4,7 @@
 #                            host, starts munged, slurmctld and slurmd, waits until the node
 #                            takes jobs
 #   scripts/slurm.sh stop    stops the three daemons
-# Facts behind each line: ../shared/docs/engines.md (measured on these VMs). Accounting is off
+# Facts behind each line: docs/sweep.md, "Slurm on these machines" (measured on these VMs). Accounting is off
 # (no slurmdbd): `squeue` and `scontrol show job` tell job states.
 set -euo pipefail
 cmd="${1:?usage: slurm.sh start|stop}"

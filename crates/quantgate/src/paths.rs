@@ -104,6 +104,23 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// An exclusive advisory lock (flock) on the file `p`, created if missing: `Ok(Some)` held
+/// until the returned file is dropped, `Ok(None)` when another process holds it.
+///
+/// Errors: the file cannot be created or opened (naming it).
+pub fn try_lock(p: &Path) -> Result<Option<std::fs::File>> {
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(p)
+        .with_context(|| format!("{}: cannot open", p.display()))?;
+    // SAFETY: flock on a descriptor we own; released when the file is closed.
+    let held = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    Ok(held.then_some(f))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

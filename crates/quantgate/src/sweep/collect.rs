@@ -75,7 +75,7 @@ pub fn collect(
         .iter()
         .filter_map(|r| r.receipt.as_ref())
         .filter_map(|r| {
-            super::check::outputs(dir, r)
+            super::receipt::outputs(dir, r)
                 .err()
                 .map(|e| format!("{e:#}"))
         })

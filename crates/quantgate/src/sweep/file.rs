@@ -164,7 +164,7 @@ fn is_name(s: &str) -> bool {
 }
 
 /// Every problem of the file itself, each naming its field (empty when valid). The inputs'
-/// hashes are checked when the plan is written ([`super::plan::write`]).
+/// hashes are checked when the plan is written (by `sweep plan`).
 pub fn validate(l: &Loaded) -> Vec<String> {
     let f = &l.file;
     let mut e = Vec::new();

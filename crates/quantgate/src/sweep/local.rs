@@ -86,22 +86,13 @@ fn deps_passed(dir: &Path, plan: &Plan, i: usize) -> Result<bool> {
 ///
 /// Errors: another `sweep run` of this folder is running.
 fn lock_run(dir: &Path) -> Result<std::fs::File> {
-    use std::os::unix::io::AsRawFd;
     let p = dir.join(".run.lock");
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&p)
-        .with_context(|| format!("{}: cannot open", p.display()))?;
-    // SAFETY: flock on a descriptor we own; released when the file is closed.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        bail!(
+    crate::paths::try_lock(&p)?.ok_or_else(|| {
+        anyhow::anyhow!(
             "{}: another `sweep run` of this folder is running",
             p.display()
-        );
-    }
-    Ok(f)
+        )
+    })
 }
 
 /// Runs the plan in `dir` with at most `jobs` tasks at once.

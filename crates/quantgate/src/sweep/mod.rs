@@ -9,7 +9,6 @@
 //! ([`receipt`]); `sweep status` ([`status`]); `sweep collect` → `DIR/collect/sweep.{json,md,html}`
 //! ([`collect`]). Example: `sweeps/ci.toml`; docs/sweep.md.
 
-pub mod check;
 pub mod collect;
 pub mod compare;
 pub mod figures;

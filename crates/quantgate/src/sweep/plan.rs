@@ -12,7 +12,7 @@
 //! mounted at another path, a shared file system).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -119,7 +119,7 @@ impl Plan {
                 plan.version
             );
         }
-        super::check::plan(dir, &plan)?;
+        check(dir, &plan)?;
         Ok(plan)
     }
 
@@ -592,4 +592,137 @@ pub fn write(sweep: &Path, out: &Path, avx512: bool) -> Result<Plan> {
         );
     }
     Ok(plan)
+}
+
+// What a sweep folder's plan must hold before anything reads it: every path inside the
+// folder, dependencies in range and acyclic, the pins and settings of `DIR/sweep.toml` (hashed
+// to `sweep_sha256`). A folder edited by hand, or by accident, is refused with the field named.
+
+/// Whether `p` is relative and has no `..` and no root: it stays inside the sweep folder.
+pub fn is_inside(p: &str) -> bool {
+    !p.is_empty()
+        && Path::new(p)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)))
+}
+
+fn spec_paths(t: &Task) -> Vec<&str> {
+    match &t.spec {
+        Spec::Convert { hf, .. } => vec![hf],
+        Spec::Quantize { input, .. } => vec![input],
+        Spec::Verify { hf, gguf } => vec![hf, gguf],
+        Spec::Release { hf, ggufs, .. } => std::iter::once(hf.as_str())
+            .chain(ggufs.iter().map(String::as_str))
+            .collect(),
+        Spec::Protocol { protocol } => vec![protocol],
+    }
+}
+
+/// Every problem of `plan` (see the module doc), checked against the folder `dir`.
+///
+/// Errors: the first problems found, each naming `plan.json` and the field.
+fn check(dir: &Path, plan: &Plan) -> Result<()> {
+    let p = dir.join("plan.json");
+    let mut e = Vec::new();
+    if plan.tasks.is_empty() {
+        e.push("tasks: none".to_string());
+    }
+    for (i, t) in plan.tasks.iter().enumerate() {
+        if t.index != i {
+            e.push(format!("tasks[{i}].index: {}", t.index));
+        }
+        let prefix = format!("tasks/{i:03}-");
+        if !t.dir.starts_with(&prefix) || !is_inside(&t.dir) || t.dir.matches('/').count() != 1 {
+            e.push(format!("tasks[{i}].dir: {:?} is not {prefix}…", t.dir));
+        }
+        for s in spec_paths(t) {
+            if !is_inside(s) {
+                e.push(format!("tasks[{i}].spec: {s:?} leaves the sweep folder"));
+            }
+        }
+        for &d in &t.deps {
+            if d >= plan.tasks.len() {
+                e.push(format!("tasks[{i}].deps: {d} is out of range"));
+            }
+        }
+    }
+    for (i, x) in plan.inputs.iter().enumerate() {
+        if !is_inside(&x.path) {
+            e.push(format!(
+                "inputs[{i}].path: {:?} leaves the sweep folder",
+                x.path
+            ));
+        }
+    }
+    if plan.protocol.as_deref().is_some_and(|pr| !is_inside(pr)) {
+        e.push("protocol: leaves the sweep folder".into());
+    }
+    if !e.is_empty() {
+        bail!("{}: {}", p.display(), e.join("; "));
+    }
+    check_acyclic(&plan.tasks).with_context(|| p.display().to_string())?;
+    pins(dir, plan)
+}
+
+/// The plan's pins are the sweep file's, and the sweep file is the one planned.
+fn pins(dir: &Path, plan: &Plan) -> Result<()> {
+    let sp = dir.join("sweep.toml");
+    let bytes = crate::paths::read_text_capped(&sp, 1 << 20)?;
+    let h = crate::hash::sha256_bytes(bytes.as_bytes());
+    if h != plan.sweep_sha256 {
+        bail!(
+            "{}: sha256 {h}, plan.json's sweep_sha256 is {}",
+            sp.display(),
+            plan.sweep_sha256
+        );
+    }
+    let file: file::SweepFile =
+        toml::from_str(&bytes).with_context(|| format!("{}: not a sweep file", sp.display()))?;
+    let pinned: BTreeMap<&str, &str> = file
+        .inputs
+        .iter()
+        .map(|i| (i.name.as_str(), i.sha256.as_str()))
+        .collect();
+    for i in &plan.inputs {
+        if pinned.get(i.name.as_str()) != Some(&i.sha256.as_str()) {
+            bail!(
+                "{}: inputs.{}.sha256 is not the pin of {}",
+                dir.join("plan.json").display(),
+                i.name,
+                sp.display()
+            );
+        }
+    }
+    if pinned.len() != plan.inputs.len() {
+        bail!(
+            "{}: inputs: {} pinned in {}, {} in the plan",
+            dir.join("plan.json").display(),
+            pinned.len(),
+            sp.display(),
+            plan.inputs.len()
+        );
+    }
+    if file.settings != plan.settings {
+        bail!(
+            "{}: settings differ from {}",
+            dir.join("plan.json").display(),
+            sp.display()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_inside() {
+        assert!(is_inside("tasks/000-convert-m-F16/m-F16.gguf"));
+        assert!(!is_inside("/tmp/x"));
+        assert!(!is_inside("../escape"));
+        assert!(!is_inside("tasks/../../x"));
+        assert!(!is_inside("./tasks"));
+        assert!(!is_inside(""));
+    }
 }

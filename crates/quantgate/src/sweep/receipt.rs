@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::file::TaskKind;
+use super::plan::Task;
 use crate::verify::Verdict;
 
 /// How an attempt ended, from the exit status of its command ([`crate`]'s CLI contract: 0
@@ -162,14 +163,14 @@ pub fn read(task_dir: &Path) -> Result<Option<Receipt>> {
 }
 
 /// The receipt of task `t` in the sweep folder `dir`, checked to belong to it and to agree with
-/// itself ([`super::check::receipt`]).
+/// itself ([`check`]).
 ///
 /// Errors: unreadable, malformed, or another task's or self-contradictory (naming the field).
-pub fn read_for(dir: &Path, t: &super::plan::Task) -> Result<Option<Receipt>> {
+pub fn read_for(dir: &Path, t: &Task) -> Result<Option<Receipt>> {
     let tdir = dir.join(&t.dir);
     let r = read(&tdir)?;
     if let Some(r) = &r {
-        super::check::receipt(&tdir, t, r)?;
+        check(&tdir, t, r)?;
     }
     Ok(r)
 }
@@ -180,4 +181,75 @@ pub fn write(task_dir: &Path, r: &Receipt) -> Result<()> {
         &task_dir.join("receipt.json"),
         &serde_json::to_vec_pretty(r)?,
     )
+}
+
+/// A receipt belongs to task `t` and agrees with itself: its index, id and kind are the
+/// task's; its state is what its exit code says (a signal: interrupted); a passed convert or
+/// quantize lists exactly the file it wrote.
+///
+/// Errors: the first disagreement, naming the receipt's file and field.
+pub fn check(task_dir: &Path, t: &Task, r: &Receipt) -> Result<()> {
+    let p = task_dir.join("receipt.json");
+    let bad = |field: &str, what: String| anyhow::anyhow!("{}: {field}: {what}", p.display());
+    if r.index != t.index || r.id != t.id || r.kind != t.kind {
+        return Err(bad(
+            "index/id/kind",
+            format!("{} {} is not task {} {}", r.index, r.id, t.index, t.id),
+        ));
+    }
+    let from_exit = TaskState::from_exit(r.exit_code);
+    let consistent = r.state == from_exit
+        || r.state == TaskState::Interrupted
+        || (r.state == TaskState::InputError && r.exit_code.is_none());
+    if !consistent {
+        return Err(bad(
+            "state",
+            format!("{:?} with exit code {:?}", r.state, r.exit_code),
+        ));
+    }
+    let verdict_ok = match (r.kind, r.state, r.verdict) {
+        (TaskKind::Verify | TaskKind::Release, TaskState::Passed, v) => {
+            v == Some(crate::verify::Verdict::Go)
+        }
+        (_, TaskState::Passed, Some(v)) => v == crate::verify::Verdict::Go,
+        _ => true,
+    };
+    if !verdict_ok {
+        return Err(bad(
+            "verdict",
+            format!("{:?} with state {:?}", r.verdict, r.state),
+        ));
+    }
+    if r.state == TaskState::Passed {
+        let want: Vec<String> = t.output().into_iter().collect();
+        let have: Vec<&str> = r.outputs.iter().map(|o| o.path.as_str()).collect();
+        let inside = r
+            .outputs
+            .iter()
+            .all(|o| super::plan::is_inside(&o.path) && o.path.starts_with(&format!("{}/", t.dir)));
+        if !inside || (!want.is_empty() && have != want) || (want.is_empty() && have.is_empty()) {
+            return Err(bad(
+                "outputs",
+                format!("{have:?}, the task writes {want:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Re-hashes every output a receipt lists. `Err` names the first that is missing or differs.
+pub fn outputs(dir: &Path, r: &Receipt) -> Result<()> {
+    for o in &r.outputs {
+        let h = crate::hash::sha256_file(&dir.join(&o.path))
+            .with_context(|| format!("output of {}", r.id))?;
+        if h != o.sha256 {
+            bail!(
+                "{}: sha256 {h}, the receipt of {} says {}",
+                dir.join(&o.path).display(),
+                r.id,
+                o.sha256
+            );
+        }
+    }
+    Ok(())
 }

@@ -109,7 +109,7 @@ fn check_inputs(dir: &Path, plan: &Plan, t: &Task) -> Result<()> {
     for &d in &t.deps {
         let dt = plan.task(d)?;
         let r = receipt::read_for(dir, dt)?.ok_or_else(|| anyhow!("{}: no receipt", dt.id))?;
-        if let Err(e) = super::check::outputs(dir, &r) {
+        if let Err(e) = super::receipt::outputs(dir, &r) {
             bad.push(format!("{e:#}"));
         }
     }
@@ -306,7 +306,7 @@ pub fn run(dir: &Path, index: usize, o: &TaskOptions) -> Result<TaskOutcome> {
     let previous = receipt::read_for(dir, &t)?;
     if let Some(r) = previous.as_ref().filter(|r| r.state.is_final()) {
         // A passed task's files must still be the ones its receipt hashed.
-        super::check::outputs(dir, r)?;
+        super::receipt::outputs(dir, r)?;
         return Ok(TaskOutcome::AlreadyFinal(r.clone()));
     }
     let t0 = Instant::now();
@@ -345,19 +345,8 @@ pub fn run(dir: &Path, index: usize, o: &TaskOptions) -> Result<TaskOutcome> {
 ///
 /// Errors: another process holds it (a runtime failure: retried later).
 fn lock(dir: &Path, t: &Task) -> Result<std::fs::File> {
-    use std::os::unix::io::AsRawFd;
     let p = dir.join(format!("{}.lock", t.dir));
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&p)
-        .with_context(|| format!("{}: cannot open", p.display()))?;
-    // SAFETY: flock on a descriptor we own; released when the file is closed.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(Busy(p).into());
-    }
-    Ok(f)
+    crate::paths::try_lock(&p)?.ok_or_else(|| Busy(p).into())
 }
 
 /// Another process runs this task now (its lock is held): try again later (exit 3).
