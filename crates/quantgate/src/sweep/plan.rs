@@ -28,26 +28,20 @@ pub const PLAN_VERSION: u32 = 1;
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Spec {
-    Convert {
-        hf: String,
-        outtype: String,
-    },
-    Quantize {
-        input: String,
-        ftype: String,
-    },
-    Verify {
-        hf: String,
-        gguf: String,
-    },
+    /// `quantgate convert HF -o OUT --outtype OUTTYPE` (`f16`, `bf16`, `f32`).
+    Convert { hf: String, outtype: String },
+    /// `quantgate quantize INPUT OUT FTYPE` (a llama-quantize name, `Q4_K_M`).
+    Quantize { input: String, ftype: String },
+    /// `quantgate verify --hf HF --gguf GGUF`.
+    Verify { hf: String, gguf: String },
+    /// `quantgate release --hf HF --gguf …` of every file of one model.
     Release {
         hf: String,
         ggufs: Vec<String>,
         base_model: Option<String>,
     },
-    Protocol {
-        protocol: String,
-    },
+    /// `quantgate run PROTOCOL`.
+    Protocol { protocol: String },
 }
 
 /// One task.
