@@ -166,6 +166,10 @@ pub const Q5_K_BYTES: usize = size_of::<BlockQ5K>();
 pub const Q6_K_BYTES: usize = size_of::<BlockQ6K>();
 /// Bytes per block of Q8_K.
 pub const Q8_K_BYTES: usize = size_of::<BlockQ8K>();
+/// Bytes per block of IQ4_NL (`block_iq4_nl`: d f16, qs[16]).
+pub const IQ4_NL_BYTES: usize = 2 + QK / 2;
+/// Bytes per block of IQ4_XS (`block_iq4_xs`: d f16, scales_h u16, scales_l[4], qs[128]).
+pub const IQ4_XS_BYTES: usize = 2 + 2 + QK_K / 64 + QK_K / 2;
 
 // ggml-common.h's static_asserts, restated.
 const _: () = assert!(Q4_0_BYTES == 18);
@@ -179,6 +183,8 @@ const _: () = assert!(Q4_K_BYTES == 144);
 const _: () = assert!(Q5_K_BYTES == 176);
 const _: () = assert!(Q6_K_BYTES == 210);
 const _: () = assert!(Q8_K_BYTES == 292);
+const _: () = assert!(IQ4_NL_BYTES == 18);
+const _: () = assert!(IQ4_XS_BYTES == 136);
 
 /// ggml-quants.c `get_scale_min_k4`: the 6-bit (scale, min) pair `j` (0..8) of a Q4_K/Q5_K
 /// `scales[12]` array. Used by both the dequantizers and the reference quantizers.
@@ -213,6 +219,8 @@ mod tests {
             (T::Q5_K, Q5_K_BYTES, QK_K),
             (T::Q6_K, Q6_K_BYTES, QK_K),
             (T::Q8_K, Q8_K_BYTES, QK_K),
+            (T::IQ4_NL, IQ4_NL_BYTES, QK),
+            (T::IQ4_XS, IQ4_XS_BYTES, QK_K),
         ] {
             assert_eq!(t.type_size() as usize, bytes, "{t:?}");
             assert_eq!(t.block_size() as usize, bs, "{t:?}");

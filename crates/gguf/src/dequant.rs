@@ -45,6 +45,8 @@ pub const SUPPORTED: &[GgmlType] = &[
     GgmlType::Q5_K,
     GgmlType::Q6_K,
     GgmlType::Q8_K,
+    GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
 ];
 
 /// Whether [`dequantize`] handles `ty`.
@@ -98,6 +100,8 @@ pub fn dequantize(ty: GgmlType, src: &[u8], out: &mut [f32]) -> Result<(), Dequa
         GgmlType::Q5_K => blocks::<Q5_K_BYTES, QK_K>(src, out, q5_k),
         GgmlType::Q6_K => blocks::<Q6_K_BYTES, QK_K>(src, out, q6_k),
         GgmlType::Q8_K => blocks::<Q8_K_BYTES, QK_K>(src, out, q8_k),
+        GgmlType::IQ4_NL => blocks::<IQ4_NL_BYTES, QK>(src, out, iq4_nl),
+        GgmlType::IQ4_XS => blocks::<IQ4_XS_BYTES, QK_K>(src, out, iq4_xs),
         _ => unreachable!("checked by is_supported"),
     }
     Ok(())
@@ -327,5 +331,38 @@ fn q8_k(b: &[u8; Q8_K_BYTES], y: &mut [f32; QK_K]) {
     let d = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
     for (yj, &q) in y.iter_mut().zip(&b[4..260]) {
         *yj = d * (q as i8) as f32;
+    }
+}
+
+/// The 16 non-linear levels of IQ4_NL and IQ4_XS (`kvalues_iq4nl`, ggml-common.h).
+const KVALUES_IQ4NL: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// 32 values from 16 bytes of nibbles: low nibbles first, then high, each `dl · level`.
+fn iq4_nibbles(dl: f32, qs: &[u8], y: &mut [f32]) {
+    let (lo, hi) = y.split_at_mut(16);
+    for ((l, h), &q) in lo.iter_mut().zip(hi.iter_mut()).zip(qs) {
+        *l = dl * KVALUES_IQ4NL[(q & 15) as usize] as f32;
+        *h = dl * KVALUES_IQ4NL[(q >> 4) as usize] as f32;
+    }
+}
+
+/// block_iq4_nl: d:f16, qs[16]; y = d·level.
+fn iq4_nl(b: &[u8; IQ4_NL_BYTES], y: &mut [f32; QK]) {
+    iq4_nibbles(half_at(b, 0), &b[2..18], y);
+}
+
+/// block_iq4_xs: d:f16, scales_h:u16, scales_l[4], qs[128]; per 32 values a 6-bit scale
+/// `ls` (4 low bits from scales_l, 2 high from scales_h) and `dl = d·(ls − 32)`.
+fn iq4_xs(b: &[u8; IQ4_XS_BYTES], y: &mut [f32; QK_K]) {
+    let d = half_at(b, 0);
+    let scales_h = u16::from_le_bytes([b[2], b[3]]);
+    for ib in 0..8 {
+        let lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 15;
+        let hi = ((scales_h >> (2 * ib)) & 3) as u8;
+        let ls = (lo | (hi << 4)) as i32;
+        let dl = d * (ls - 32) as f32;
+        iq4_nibbles(dl, &b[8 + 16 * ib..24 + 16 * ib], &mut y[32 * ib..32 * ib + 32]);
     }
 }

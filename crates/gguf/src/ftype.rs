@@ -47,6 +47,22 @@ impl LlamaFtype {
         f("Q5_K_M", 17, GgmlType::Q5_K, true),
         f("Q6_K", 18, GgmlType::Q6_K, true),
         f("BF16", 32, GgmlType::BF16, false),
+        // The IQ types, after the others so that a search of the targets tries the common
+        // types first. Those marked in llama-quant.cpp's `tensor_requires_imatrix` (IQ2_XXS,
+        // IQ2_XS, IQ2_S, IQ1_S, IQ1_M, IQ3_XXS, and Q2_K in a Q2_K_S file) need an imatrix.
+        f("IQ4_XS", 30, GgmlType::IQ4_XS, true),
+        f("IQ4_NL", 25, GgmlType::IQ4_NL, true),
+        f("IQ3_M", 27, GgmlType::IQ3_S, true),
+        f("IQ3_S", 26, GgmlType::IQ3_S, true),
+        f("IQ3_XS", 22, GgmlType::IQ3_S, true),
+        f("IQ3_XXS", 23, GgmlType::IQ3_XXS, true),
+        f("IQ2_M", 29, GgmlType::IQ2_S, true),
+        f("IQ2_S", 28, GgmlType::IQ2_S, true),
+        f("IQ2_XS", 20, GgmlType::IQ2_XS, true),
+        f("IQ2_XXS", 19, GgmlType::IQ2_XXS, true),
+        f("IQ1_M", 31, GgmlType::IQ1_M, true),
+        f("IQ1_S", 24, GgmlType::IQ1_S, true),
+        f("Q2_K_S", 21, GgmlType::Q2_K, true),
     ];
 
     /// The entry named `name` (ASCII case-insensitive).
@@ -88,7 +104,10 @@ mod tests {
         assert_eq!(LlamaFtype::mostly(GgmlType::BF16).unwrap().id, 32);
         assert_eq!(LlamaFtype::mostly(GgmlType::Q5_1).unwrap().id, 9);
         assert_eq!(LlamaFtype::by_id(7).unwrap().base, GgmlType::Q8_0);
-        assert_eq!(LlamaFtype::quantize_targets().count(), 14);
+        assert_eq!(LlamaFtype::quantize_targets().count(), 27);
+        assert_eq!(LlamaFtype::by_name("IQ4_XS").unwrap().id, 30);
+        assert_eq!(LlamaFtype::by_name("iq3_m").unwrap().base, GgmlType::IQ3_S);
+        assert_eq!(LlamaFtype::mostly(GgmlType::IQ4_NL).unwrap().id, 25);
         assert!(LlamaFtype::mostly(GgmlType::Q8_K).is_none());
     }
 }

@@ -177,3 +177,30 @@ pub mod token_type {
     /// A byte-fallback token (`<0xAB>`).
     pub const BYTE: i32 = 6;
 }
+
+/// Keys of an importance-matrix GGUF (`general.type = imatrix`; llama.cpp
+/// `common/imatrix-loader.h` `LLM_KV_IMATRIX_*`).
+pub mod imatrix {
+    /// The texts the matrix was computed on, as the tool was given them (array of string).
+    pub const DATASETS: &str = "imatrix.datasets";
+    /// Chunks processed (u32).
+    pub const CHUNK_COUNT: &str = "imatrix.chunk_count";
+    /// Tokens per chunk (u32).
+    pub const CHUNK_SIZE: &str = "imatrix.chunk_size";
+}
+
+/// Keys `llama-quantize --imatrix` adds to a quantized file (`tools/quantize/quantize.cpp`
+/// `LLM_KV_QUANTIZE_IMATRIX_*`, written as kv overrides: strings truncated to 127 bytes, the
+/// counts as u32).
+pub mod quantize {
+    /// The imatrix path as given on the command line (string).
+    pub const IMATRIX_FILE: &str = "quantize.imatrix.file";
+    /// The imatrix's first dataset (string).
+    pub const IMATRIX_DATASET: &str = "quantize.imatrix.dataset";
+    /// Entries in the imatrix (u32).
+    pub const IMATRIX_N_ENTRIES: &str = "quantize.imatrix.entries_count";
+    /// Chunks the imatrix was computed on (u32; absent when 0).
+    pub const IMATRIX_N_CHUNKS: &str = "quantize.imatrix.chunks_count";
+    /// The prefix every such key shares.
+    pub const IMATRIX_PREFIX: &str = "quantize.imatrix.";
+}

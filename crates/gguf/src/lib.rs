@@ -11,6 +11,7 @@
 
 pub mod blocks;
 pub mod dequant;
+pub mod imatrix;
 mod error;
 mod ftype;
 pub mod keys;

@@ -22,6 +22,9 @@ pub struct ContextParams {
     pub pooling_type: i32,
     /// KV cache type as a ggml type id (1 = F16, llama.cpp's default).
     pub type_kv: u32,
+    /// Sequences the context holds at once (`n_seq_max`; each gets `n_ctx / n_seq_max`
+    /// positions of a non-unified cache).
+    pub n_seq_max: u32,
 }
 
 impl ContextParams {
@@ -36,6 +39,7 @@ impl ContextParams {
             embeddings: false,
             pooling_type: -1,
             type_kv: 1,
+            n_seq_max: 1,
         }
     }
 
@@ -49,6 +53,7 @@ impl ContextParams {
             embeddings: true,
             pooling_type: -1,
             type_kv: 1,
+            n_seq_max: 1,
         }
     }
 }
@@ -70,6 +75,7 @@ enum Observer {
     None,
     Routing(NonNull<crate::routing::RoutingLog>),
     Capture(NonNull<crate::capture::Capture>),
+    Imatrix(NonNull<crate::imatrix::ImatrixLog>),
 }
 
 impl Observer {
@@ -79,6 +85,7 @@ impl Observer {
             Observer::None => (None, std::ptr::null_mut()),
             Observer::Routing(r) => (Some(crate::routing::collect), r.as_ptr() as *mut _),
             Observer::Capture(c) => (Some(crate::capture::collect), c.as_ptr() as *mut _),
+            Observer::Imatrix(m) => (Some(crate::imatrix::collect), m.as_ptr() as *mut _),
         }
     }
 
@@ -91,6 +98,7 @@ impl Observer {
             Observer::None => {}
             Observer::Routing(r) => drop(Box::from_raw(r.as_ptr())),
             Observer::Capture(c) => drop(Box::from_raw(c.as_ptr())),
+            Observer::Imatrix(m) => drop(Box::from_raw(m.as_ptr())),
         }
     }
 }
@@ -134,6 +142,77 @@ impl<'m> Context<'m> {
         Self::create(model, params, Observer::Capture(cap))
     }
 
+    /// As [`Context::new`], gathering importance-matrix statistics of every decode
+    /// ([`crate::imatrix`]); [`Context::take_imatrix`] hands them over.
+    ///
+    /// Errors: as [`Context::new`].
+    pub fn with_imatrix(
+        model: &'m Model,
+        params: ContextParams,
+    ) -> Result<Context<'m>, RuntimeError> {
+        let log = Box::into_raw(Box::<crate::imatrix::ImatrixLog>::default());
+        // SAFETY: Box::into_raw never returns null.
+        let log = unsafe { NonNull::new_unchecked(log) };
+        Self::create(model, params, Observer::Imatrix(log))
+    }
+
+    /// The statistics gathered since the last call (empty without [`Context::with_imatrix`]).
+    pub fn take_imatrix(&mut self) -> crate::imatrix::ImatrixLog {
+        // SAFETY: as take_routing: written only during a decode.
+        match self.observer {
+            Observer::Imatrix(m) => std::mem::take(unsafe { &mut *m.as_ptr() }),
+            _ => Default::default(),
+        }
+    }
+
+    /// Decodes `seqs` as one batch after clearing the memory: sequence `s` at positions
+    /// `0..len` of sequence id `s`, every token an output (llama-imatrix's batches: up to
+    /// `n_seq_max` chunks side by side).
+    ///
+    /// Errors: more sequences than `n_seq_max`, more tokens than the batch, or a failed
+    /// decode.
+    pub fn decode_sequences(&mut self, seqs: &[&[i32]]) -> Result<(), RuntimeError> {
+        let n: usize = seqs.iter().map(|s| s.len()).sum();
+        if n == 0 || n > self.params.n_batch as usize || seqs.len() > self.params.n_seq_max as usize {
+            return Err(RuntimeError::Eval {
+                call: "llama_decode",
+                detail: format!(
+                    "{} sequences of {n} tokens do not fit one batch of {} ({} sequences)",
+                    seqs.len(),
+                    self.params.n_batch,
+                    self.params.n_seq_max
+                ),
+            });
+        }
+        self.clear();
+        // SAFETY: batch sized for n tokens with one seq id each; every index < n is written;
+        // freed before returning.
+        unsafe {
+            let mut batch = sys::llama_batch_init(n as i32, 0, 1);
+            let mut i = 0;
+            for (s, seq) in seqs.iter().enumerate() {
+                for (k, &t) in seq.iter().enumerate() {
+                    *batch.token.add(i) = t;
+                    *batch.pos.add(i) = k as i32;
+                    *batch.n_seq_id.add(i) = 1;
+                    *(*batch.seq_id.add(i)) = s as i32;
+                    *batch.logits.add(i) = 1;
+                    i += 1;
+                }
+            }
+            batch.n_tokens = n as i32;
+            let rc = sys::llama_decode(self.ptr.as_ptr(), batch);
+            sys::llama_batch_free(batch);
+            if rc != 0 {
+                return Err(RuntimeError::Eval {
+                    call: "llama_decode",
+                    detail: format!("returned {rc} for {} sequences of {n} tokens", seqs.len()),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The routing recorded since the last call (empty without [`Context::with_routing`], or
     /// for a model without experts).
     pub fn take_routing(&mut self) -> crate::routing::RoutingLog {
@@ -155,7 +234,7 @@ impl<'m> Context<'m> {
         p.n_ctx = params.n_ctx;
         p.n_batch = params.n_batch;
         p.n_ubatch = params.n_ubatch;
-        p.n_seq_max = 1;
+        p.n_seq_max = params.n_seq_max;
         p.n_threads = params.n_threads;
         p.n_threads_batch = params.n_threads;
         p.embeddings = params.embeddings;

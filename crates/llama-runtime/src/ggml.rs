@@ -92,12 +92,34 @@ pub fn ggml_to_float(type_id: u32, src: &[u8], out: &mut [f32]) -> Result<(), Ru
 /// Errors: unknown type, a type that needs an importance matrix, or a row length that is not a
 /// multiple of the block size.
 pub fn ggml_quantize(type_id: u32, src: &[f32], n_per_row: usize) -> Result<Vec<u8>, RuntimeError> {
+    ggml_quantize_weighted(type_id, src, n_per_row, None)
+}
+
+/// As [`ggml_quantize`], with importance weights: `n_per_row` floats that apply to every row
+/// (one matrix; llama-quant.cpp passes each expert its own slice). Types that ignore weights
+/// (Q8_0, the float types) give the same bytes either way.
+///
+/// Errors: as [`ggml_quantize`] (a type that needs an importance matrix is refused only
+/// without one), or weights that are not one row long.
+pub fn ggml_quantize_weighted(
+    type_id: u32,
+    src: &[f32],
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+) -> Result<Vec<u8>, RuntimeError> {
     let t = traits_ptr(type_id)?;
     let name = cstr(t.type_name);
     // SAFETY: plain query on a valid id.
-    if unsafe { sys::ggml_quantize_requires_imatrix(type_id) } {
+    if imatrix.is_none() && unsafe { sys::ggml_quantize_requires_imatrix(type_id) } {
         return Err(RuntimeError::Missing(name, "quantizer without an imatrix"));
     }
+    if let Some(w) = imatrix.filter(|w| w.len() != n_per_row) {
+        return Err(RuntimeError::Size {
+            ty: name,
+            detail: format!("{} importance weights for rows of {n_per_row}", w.len()),
+        });
+    }
+    let w_at = imatrix.map_or(0, |w| w.as_ptr() as usize);
     if n_per_row == 0 || !src.len().is_multiple_of(n_per_row) {
         return Err(RuntimeError::Size {
             ty: name,
@@ -114,8 +136,8 @@ pub fn ggml_quantize(type_id: u32, src: &[f32], n_per_row: usize) -> Result<Vec<
     let nrows = src.len() / n_per_row;
     let row_bytes = n_per_row / bs * t.type_size;
     let mut out = vec![0u8; row_bytes * nrows];
-    // Rows are encoded independently (no imatrix), so contiguous row ranges go to threads of
-    // their own, as llama.cpp's quantizer splits its chunks: the same bytes, sooner.
+    // Rows are encoded independently (the weights are the same for every row), so contiguous
+    // row ranges go to threads of their own, as llama.cpp's quantizer splits its chunks: the same bytes, sooner.
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let per = nrows.div_ceil(threads.clamp(1, nrows.max(1)));
     let (src_at, out_at) = (src.as_ptr() as usize, out.as_mut_ptr() as usize);
@@ -127,7 +149,8 @@ pub fn ggml_quantize(type_id: u32, src: &[f32], n_per_row: usize) -> Result<Vec<
                 s.spawn(move || {
                     // SAFETY: `src` holds nrows·n_per_row floats and `out` exactly the bytes
                     // ggml writes for them; each thread writes rows r0..r0+n only (ggml
-                    // offsets dst by start / n_per_row rows), and both outlive the scope.
+                    // offsets dst by start / n_per_row rows), and both outlive the scope; the
+                    // weights (null or n_per_row floats) are only read.
                     unsafe {
                         sys::ggml_quantize_chunk(
                             type_id,
@@ -136,7 +159,7 @@ pub fn ggml_quantize(type_id: u32, src: &[f32], n_per_row: usize) -> Result<Vec<
                             (r0 * n_per_row) as i64,
                             n as i64,
                             n_per_row as i64,
-                            std::ptr::null(),
+                            w_at as *const f32,
                         )
                     }
                 })

@@ -18,6 +18,7 @@ mod context;
 mod cpu;
 mod ggml;
 mod gguf_c;
+pub mod imatrix;
 pub mod log;
 mod model;
 mod quantize;
@@ -27,10 +28,10 @@ pub use context::{Context, ContextParams};
 pub use cpu::{
     backends_dir, cpu_backend, scores, variants, CpuBackend, BROKEN_VARIANTS, CPU_VARIANT_ENV,
 };
-pub use ggml::{ggml_quantize, ggml_to_float, type_traits, TypeTraits};
+pub use ggml::{ggml_quantize, ggml_quantize_weighted, ggml_to_float, type_traits, TypeTraits};
 pub use gguf_c::{CGguf, CTensorInfo, CValue};
 pub use model::{Model, TokenizeError};
-pub use quantize::{quantize_model, quantize_plan, PlannedType};
+pub use quantize::{quantize_model, quantize_plan, PlannedType, QuantizeImatrix};
 
 /// The exact crate pin of the runtime; printed in every report.
 pub const LLAMA_CPP_SYS_PIN: &str = "llama-cpp-sys-2 =0.1.161";

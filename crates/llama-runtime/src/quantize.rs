@@ -32,8 +32,111 @@ fn c_path(call: &'static str, what: &str, path: &Path) -> Result<CString, Runtim
     })
 }
 
+/// Importance weights for the quantizer and the keys `llama-quantize --imatrix` writes with
+/// them (`tools/quantize/quantize.cpp`: kv overrides, strings cut to 127 bytes, the counts as
+/// u32; `quantize.imatrix.dataset` only with a dataset, `.chunks_count` only when > 0).
+#[derive(Clone, Debug, Default)]
+pub struct QuantizeImatrix {
+    /// Per weight name, `n_mat · ne0` weights (the mean squared activations).
+    pub weights: Vec<(String, Vec<f32>)>,
+    /// `quantize.imatrix.file`: the imatrix path as given.
+    pub file: String,
+    /// `quantize.imatrix.dataset`: its first dataset.
+    pub dataset: Option<String>,
+    /// `quantize.imatrix.chunks_count`.
+    pub chunks: u32,
+}
+
+/// A kv override with `key` (≤ 127 bytes) and a value filled in by `set`.
+fn kv_override(
+    key: &str,
+    tag: sys::llama_model_kv_override_type,
+    set: impl FnOnce(&mut sys::llama_model_kv_override__bindgen_ty_1),
+) -> sys::llama_model_kv_override {
+    // SAFETY: an all-zero override is valid plain data (a zeroed key and value).
+    let mut o: sys::llama_model_kv_override = unsafe { std::mem::zeroed() };
+    o.tag = tag;
+    for (d, b) in o.key.iter_mut().zip(key.bytes().take(127)) {
+        *d = b as libc::c_char;
+    }
+    set(&mut o.__bindgen_anon_1);
+    o
+}
+
+/// A string kv override, cut to 127 bytes as `strncpy(…, 127)` cuts it.
+fn str_override(key: &str, v: &str) -> sys::llama_model_kv_override {
+    kv_override(key, sys::LLAMA_KV_OVERRIDE_TYPE_STR, |u| {
+        // SAFETY: writing the union's string member of a zeroed value.
+        let dst = unsafe { &mut u.val_str };
+        for (d, b) in dst.iter_mut().zip(v.bytes().take(127)) {
+            *d = b as libc::c_char;
+        }
+    })
+}
+
+/// The C arrays llama_model_quantize reads: the weights (names kept alive here) and the kv
+/// overrides, each terminated as llama.h asks.
+struct CImatrix {
+    _names: Vec<CString>,
+    data: Vec<sys::llama_model_imatrix_data>,
+    kv: Vec<sys::llama_model_kv_override>,
+}
+
+impl CImatrix {
+    fn new(m: &QuantizeImatrix) -> Result<CImatrix, RuntimeError> {
+        let names = m
+            .weights
+            .iter()
+            .map(|(n, _)| CString::new(n.as_str()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| RuntimeError::Eval {
+                call: "llama_model_quantize",
+                detail: "NUL in an imatrix entry name".into(),
+            })?;
+        let mut data: Vec<_> = names
+            .iter()
+            .zip(&m.weights)
+            .map(|(c, (_, w))| sys::llama_model_imatrix_data {
+                name: c.as_ptr(),
+                data: w.as_ptr(),
+                size: w.len(),
+            })
+            .collect();
+        data.push(sys::llama_model_imatrix_data {
+            name: std::ptr::null(),
+            data: std::ptr::null(),
+            size: 0,
+        });
+        let int = |key: &str, v: i64| {
+            kv_override(key, sys::LLAMA_KV_OVERRIDE_TYPE_INT, |u| u.val_i64 = v)
+        };
+        let mut kv = vec![str_override("quantize.imatrix.file", &m.file)];
+        if let Some(d) = &m.dataset {
+            kv.push(str_override("quantize.imatrix.dataset", d));
+        }
+        kv.push(int("quantize.imatrix.entries_count", m.weights.len() as i64));
+        if m.chunks > 0 {
+            kv.push(int("quantize.imatrix.chunks_count", m.chunks as i64));
+        }
+        // The terminator: an empty key.
+        kv.push(kv_override("", 0, |_| {}));
+        Ok(CImatrix {
+            _names: names,
+            data,
+            kv,
+        })
+    }
+
+    /// Points `p` at the arrays (valid while `self` lives).
+    fn apply(&self, p: &mut sys::llama_model_quantize_params) {
+        p.imatrix = self.data.as_ptr();
+        p.kv_overrides = self.kv.as_ptr();
+    }
+}
+
 /// Quantizes `input` into `output` (overwritten; the caller's temp file) as llama.cpp ftype
-/// `ftype` (`LLAMA_FTYPE_*`, e.g. 15 = Q4_K_M) with `nthread` threads and no importance matrix.
+/// `ftype` (`LLAMA_FTYPE_*`, e.g. 15 = Q4_K_M) with `nthread` threads and, when given, an
+/// importance matrix and its keys ([`QuantizeImatrix`]).
 /// SIGINT/SIGTERM during the call (which llama.cpp cannot interrupt) remove `output` and exit
 /// with 128 + signal.
 ///
@@ -44,9 +147,11 @@ pub fn quantize_model(
     output: &Path,
     ftype: u32,
     nthread: i32,
+    imatrix: Option<&QuantizeImatrix>,
     progress: impl Fn(usize, usize) + Send + 'static,
 ) -> Result<(), RuntimeError> {
     init();
+    let cim = imatrix.map(CImatrix::new).transpose()?;
     let fail = |detail: String| RuntimeError::Eval {
         call: "llama_model_quantize",
         detail,
@@ -73,6 +178,9 @@ pub fn quantize_model(
         let mut p = sys::llama_model_quantize_default_params();
         p.nthread = nthread;
         p.ftype = ftype as _;
+        if let Some(c) = &cim {
+            c.apply(&mut p);
+        }
         sys::llama_model_quantize(cin.as_ptr(), cout.as_ptr(), &p)
     });
     // SAFETY: restoring the handlers that were installed before.
@@ -114,9 +222,17 @@ pub struct PlannedType {
 /// changes (llama-quant.cpp, llama-cpp-sys-2 =0.1.161). The lines are parsed here, so this
 /// function is tied to that pin; a plan with a different tensor count is an error.
 ///
+/// With an importance matrix the plan can differ (llama-quant.cpp's `has_imatrix` changes
+/// the choice for some ffn_down and attn_v tensors), so the caller passes the one it uses.
+///
 /// Errors: llama.cpp's refusal (unreadable input, unknown ftype) or log lines that do not parse.
-pub fn quantize_plan(input: &Path, ftype: u32) -> Result<Vec<PlannedType>, RuntimeError> {
+pub fn quantize_plan(
+    input: &Path,
+    ftype: u32,
+    imatrix: Option<&QuantizeImatrix>,
+) -> Result<Vec<PlannedType>, RuntimeError> {
     init();
+    let cim = imatrix.map(CImatrix::new).transpose()?;
     let fail = |detail: String| RuntimeError::Eval {
         call: "llama_model_quantize (dry run)",
         detail,
@@ -132,6 +248,9 @@ pub fn quantize_plan(input: &Path, ftype: u32) -> Result<Vec<PlannedType>, Runti
             p.nthread = 1;
             p.ftype = ftype as _;
             p.dry_run = true;
+            if let Some(c) = &cim {
+                c.apply(&mut p);
+            }
             sys::llama_model_quantize(cin.as_ptr(), cout.as_ptr(), &p)
         }
     });

@@ -21,6 +21,7 @@ pub mod hash;
 pub mod html;
 /// The container image a command runs in (`QUANTGATE_IMAGE_DIGEST`).
 pub mod image;
+pub mod imatrix;
 pub mod inspect;
 pub mod interrupt;
 pub mod paths;

@@ -42,6 +42,9 @@ enum Command {
     /// Quantize a GGUF with llama.cpp's own quantizer; reports each tensor's type and every
     /// fallback by name.
     Quantize(cli::quantize::Args),
+    /// Importance matrix of a model over a text (llama-imatrix's algorithm and GGUF format),
+    /// for `quantize --imatrix`.
+    Imatrix(cli::imatrix::Args),
     /// Frozen protocols: `protocol check P.toml` validates and prints the freeze id (sha256).
     #[command(subcommand)]
     Protocol(cli::protocol::ProtocolCommand),
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::Release(a) => cli::release::run(a),
         Command::Demo(a) => cli::demo::run(a),
         Command::Quantize(a) => cli::quantize::run(a),
+        Command::Imatrix(a) => cli::imatrix::run(a),
         Command::Selftest(a) => cli::selftest::run(a),
         Command::Protocol(c) => cli::protocol::run(c),
         Command::Run(a) => cli::run::run(a),

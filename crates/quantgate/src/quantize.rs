@@ -29,6 +29,8 @@ pub struct QuantizeReport {
     pub fallbacks: Vec<String>,
     pub file_bytes: u64,
     pub seconds: f64,
+    /// The importance matrix the quantizer was given (`--imatrix`), if any.
+    pub imatrix: Option<crate::imatrix::ImatrixUse>,
     /// Gate 1: every tensor re-made by our reference quantizers from the input, compared byte
     /// for byte with what llama.cpp wrote.
     pub gate1: crate::verify::requant::RequantReport,
@@ -72,8 +74,13 @@ fn disk_hint(dir: &Path) -> Option<String> {
 /// 1 MiB for the keys the quantizer adds.
 ///
 /// Errors: llama.cpp's dry run fails, or plans a tensor or type the input does not have.
-fn planned_bytes(src: &Gguf, input: &Path, id: u32) -> Result<u64> {
-    let plan = llama_runtime::quantize_plan(input, id)?;
+fn planned_bytes(
+    src: &Gguf,
+    input: &Path,
+    id: u32,
+    imatrix: Option<&llama_runtime::QuantizeImatrix>,
+) -> Result<u64> {
+    let plan = llama_runtime::quantize_plan(input, id, imatrix)?;
     let mut total = src.header.data_offset + (1 << 20);
     for p in &plan {
         let t = src.header.tensors.iter().find(|t| t.name == p.name);
@@ -132,11 +139,29 @@ pub fn quantize(
     ftype: &str,
     threads: Threads,
 ) -> Result<QuantizeReport> {
+    quantize_with(input, output, ftype, threads, None)
+}
+
+/// [`quantize`] with an importance matrix (`llama-quantize --imatrix FILE`): llama.cpp gets its
+/// weights and writes the `quantize.imatrix.*` keys; Gate 1 re-makes every tensor with the
+/// same weights ([`crate::verify::requant`]) and the report names the file's sha256.
+///
+/// Errors: as [`quantize`], and an unreadable or malformed imatrix (naming the field).
+pub fn quantize_with(
+    input: &Path,
+    output: &Path,
+    ftype: &str,
+    threads: Threads,
+    imatrix: Option<&Path>,
+) -> Result<QuantizeReport> {
     let LlamaFtype { name, id, base, .. } = target(ftype)?;
     crate::paths::ensure_regular_file(input)?;
+    let im = imatrix.map(crate::imatrix::load).transpose()?;
     // Validate the input with our reader first: a clear error beats llama.cpp's log.
     let src = Gguf::open(input)?;
-    crate::paths::ensure_output_distinct(output, &[input])?;
+    let mut inputs = vec![input];
+    inputs.extend(imatrix);
+    crate::paths::ensure_output_distinct(output, &inputs)?;
     // llama.cpp refuses to re-quantize, and Gate 1 re-makes tensors from float sources only.
     if let Some(t) = src
         .header
@@ -156,7 +181,8 @@ pub fn quantize(
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    crate::disk::ensure_free(dir, planned_bytes(&src, input, id)?, "quantize")?;
+    let cim = im.as_ref().map(|m| &m.c);
+    crate::disk::ensure_free(dir, planned_bytes(&src, input, id, cim)?, "quantize")?;
     drop(src);
     let tmp = tempfile::Builder::new()
         // As every other output (tempfile's default is 0600).
@@ -168,7 +194,7 @@ pub fn quantize(
     crate::interrupt::check()?;
     let t0 = std::time::Instant::now();
     let progress = |done, total| crate::progress::report("tensors", done, total);
-    llama_runtime::quantize_model(input, tmp.path(), id, threads.get(), progress).map_err(|e| {
+    llama_runtime::quantize_model(input, tmp.path(), id, threads.get(), cim, progress).map_err(|e| {
         match disk_hint(dir) {
             Some(h) => anyhow::Error::from(e).context(h),
             None => e.into(),
@@ -183,7 +209,8 @@ pub fn quantize(
     }
     let file_bytes = g.bytes().len() as u64;
     drop(g);
-    let mut gate1 = crate::verify::requant::check(input, tmp.path())?;
+    let weights = im.as_ref().map(|m| &m.weights);
+    let mut gate1 = crate::verify::requant::check(input, tmp.path(), weights)?;
     let kept = if gate1.pass {
         output.to_path_buf()
     } else {
@@ -201,6 +228,7 @@ pub fn quantize(
         fallbacks,
         file_bytes,
         seconds,
+        imatrix: im.map(|m| m.used),
         gate1,
     })
 }

@@ -566,6 +566,7 @@ fn verify_one(hf: &Path, gguf: &Path, threads: Threads) -> Result<verify::Verify
         ppl_text: None,
         threads,
         work_dir: None,
+        imatrix: None,
     })
 }
 

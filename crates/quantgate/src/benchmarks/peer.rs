@@ -1,12 +1,14 @@
-//! The peer the speed benches compare against: `llama-perplexity` and `llama-bench` built the
-//! way users build llama.cpp (its default CMake), from the llama.cpp sources quantgate pins.
+//! The peer the benches compare against: `llama-perplexity`, `llama-bench`, `llama-imatrix`
+//! and `llama-quantize` built the way users build llama.cpp (its default CMake), from the
+//! llama.cpp sources quantgate pins.
 //! Built on first use into the cache folder (`$QUANTGATE_CACHE`, default
 //! `~/.cache/quantgate`), outside the clone, and reused.
 //!
 //! Sources: llama-cpp-sys-2 =0.1.161 ships a trimmed llama.cpp (`src/`, `ggml/`, `common/`
-//! but empty `tools/`). The two tools' sources come from the llama-cpp-python 0.3.36 sdist
-//! (PyPI, sha256-pinned), whose `tools/perplexity` and `tools/llama-bench` build against the
-//! pin's libraries unchanged. Everything that computes (ggml kernels, llama graph, common) is
+//! but empty `tools/`). The tools' sources come from the llama-cpp-python 0.3.36 sdist
+//! (PyPI, sha256-pinned), whose `tools/perplexity`, `tools/llama-bench`, `tools/imatrix` and
+//! `tools/quantize` build against the pin's libraries unchanged (the pin's
+//! `src/llama-quant.cpp` is the sdist's, byte for byte). Everything that computes (ggml kernels, llama graph, common) is
 //! the pin's.
 //!
 //! Flags: llama.cpp's defaults (`CMAKE_BUILD_TYPE=Release`, `GGML_NATIVE=ON`, shared
@@ -45,6 +47,10 @@ pub struct PeerBuild {
     pub perplexity: PathBuf,
     /// `llama-bench`.
     pub bench: PathBuf,
+    /// `llama-imatrix`.
+    pub imatrix: PathBuf,
+    /// `llama-quantize`.
+    pub quantize: PathBuf,
     /// What was built and how, for every figure: sources, CMake options, the flags CMake
     /// chose (from its cache: GGML_NATIVE, BUILD_SHARED_LIBS, GGML_OPENMP, CMAKE_C_FLAGS).
     pub description: String,
@@ -68,7 +74,7 @@ pub fn cache_dir() -> Result<PathBuf> {
 /// sha256, or CMake fails (its log file is named).
 pub fn ensure(cache: &Path, log: &mut dyn FnMut(&str)) -> Result<PeerBuild> {
     let dir = cache.join("peer").join(format!(
-        "{}-tools-lcp-0.3.36-default",
+        "{}-tools4-lcp-0.3.36-default",
         llama_runtime::LLAMA_CPP_SYS_PIN.replace(" =", "-")
     ));
     let stamp = dir.join("peer.json");
@@ -77,7 +83,8 @@ pub fn ensure(cache: &Path, log: &mut dyn FnMut(&str)) -> Result<PeerBuild> {
     let done = std::fs::read_to_string(&stamp)
         .ok()
         .and_then(|t| serde_json::from_str::<PeerBuild>(&t).ok());
-    if let Some(p) = done.filter(|p| p.perplexity.is_file() && p.bench.is_file()) {
+    let all = |p: &PeerBuild| [&p.perplexity, &p.bench, &p.imatrix, &p.quantize].iter().all(|b| b.is_file());
+    if let Some(p) = done.filter(all) {
         return Ok(p);
     }
     let t0 = Instant::now();
@@ -114,19 +121,22 @@ pub fn ensure(cache: &Path, log: &mut dyn FnMut(&str)) -> Result<PeerBuild> {
             .args(TARGET_OPTS),
         &dir.join("configure.log"),
     )?;
-    log("peer: building llama-perplexity and llama-bench");
+    log("peer: building llama-perplexity, llama-bench, llama-imatrix and llama-quantize");
     let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
     sh(
         Command::new("cmake")
             .arg("--build")
             .arg(&build)
             .args(["-j", &jobs.to_string()])
-            .args(["--target", "llama-perplexity", "llama-bench"]),
+            .args(["--target", "llama-perplexity", "llama-bench"])
+            .args(["llama-imatrix", "llama-quantize"]),
         &dir.join("build.log"),
     )?;
     let p = PeerBuild {
         perplexity: build.join("bin/llama-perplexity"),
         bench: build.join("bin/llama-bench"),
+        imatrix: build.join("bin/llama-imatrix"),
+        quantize: build.join("bin/llama-quantize"),
         description: describe(&build)?,
         build_s: t0.elapsed().as_secs_f64(),
     };
@@ -159,8 +169,11 @@ fn fetch_sdist(cache: &Path, log: &mut dyn FnMut(&str)) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// Replaces the tree's empty `tools/` with the sdist's perplexity and llama-bench, and a
-/// `tools/CMakeLists.txt` that adds only those two.
+/// The sdist's tools the peer builds (folders under `tools/`).
+const TOOLS: [&str; 4] = ["perplexity", "llama-bench", "imatrix", "quantize"];
+
+/// Replaces the tree's empty `tools/` with the sdist's [`TOOLS`], and a
+/// `tools/CMakeLists.txt` that adds only those.
 fn add_tools(sdist: &Path, tree: &Path, dir: &Path) -> Result<()> {
     let x = dir.join("sdist");
     std::fs::create_dir_all(&x)?;
@@ -170,20 +183,22 @@ fn add_tools(sdist: &Path, tree: &Path, dir: &Path) -> Result<()> {
             .arg(sdist)
             .arg("-C")
             .arg(&x)
-            .args(["--wildcards", "*/vendor/llama.cpp/tools/perplexity/*"])
-            .arg("*/vendor/llama.cpp/tools/llama-bench/*"),
+            .arg("--wildcards")
+            .args(TOOLS.map(|t| format!("*/vendor/llama.cpp/tools/{t}/*"))),
         &dir.join("tar.log"),
     )?;
     let tools = x.join("llama_cpp_python-0.3.36/vendor/llama.cpp/tools");
-    for t in ["perplexity", "llama-bench"] {
+    for t in TOOLS {
         let dst = tree.join("tools").join(t);
         let _ = std::fs::remove_dir_all(&dst);
         std::fs::rename(tools.join(t), &dst)?;
     }
     std::fs::write(
         tree.join("tools/CMakeLists.txt"),
-        "find_package(Threads REQUIRED)\nllama_add_compile_flags()\n\
-         add_subdirectory(llama-bench)\nadd_subdirectory(perplexity)\n",
+        format!(
+            "find_package(Threads REQUIRED)\nllama_add_compile_flags()\n{}",
+            TOOLS.map(|t| format!("add_subdirectory({t})\n")).concat()
+        ),
     )?;
     let _ = std::fs::remove_dir_all(&x);
     Ok(())

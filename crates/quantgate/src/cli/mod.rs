@@ -8,6 +8,7 @@ pub mod convert;
 pub mod demo;
 pub mod eval;
 pub mod exit;
+pub mod imatrix;
 pub mod inspect;
 pub mod progress;
 pub mod protocol;

@@ -32,6 +32,11 @@ pub struct Args {
     /// tokens, e.g. wiki.test.raw); without it PPL is not measured.
     #[arg(long, value_name = "FILE")]
     ppl_text: Option<PathBuf>,
+    /// The importance matrix the file was quantized with (`llama-quantize --imatrix`): Gate 1
+    /// re-makes every tensor with its weights. Without it, an imatrix quant's weighted tensors
+    /// are listed as undecided (a named limitation) and judged by Gate 2 only.
+    #[arg(long, value_name = "FILE")]
+    imatrix: Option<PathBuf>,
     /// llama.cpp threads.
     #[arg(long, default_value_t = Threads::DEFAULT)]
     threads: Threads,
@@ -58,6 +63,7 @@ pub fn run(a: Args) -> anyhow::Result<Status> {
         ppl_text: a.ppl_text,
         threads: a.threads,
         work_dir: Some(dir.clone()),
+        imatrix: a.imatrix.clone(),
     };
     quantgate::interrupt::install();
     super::progress::install_stderr_hook("verify");

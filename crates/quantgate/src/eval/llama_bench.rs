@@ -77,6 +77,7 @@ pub fn context_params(n_prompt: usize, n_gen: usize, threads: Threads) -> Contex
         embeddings: false,
         pooling_type: -1,
         type_kv: 1,
+        n_seq_max: 1,
     }
 }
 

@@ -253,6 +253,7 @@ fn verify_one(opts: &ReleaseOptions, g: &Path) -> Result<(ReleasedFile, f64)> {
         ppl_text: opts.ppl_text.clone(),
         threads: opts.threads,
         work_dir: None,
+        imatrix: None,
     })?;
     // Costs vary by run; the release's reports are a function of their inputs.
     v.costs.clear();

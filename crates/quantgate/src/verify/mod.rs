@@ -16,6 +16,7 @@ pub mod gate1;
 mod gate2;
 pub mod gate3;
 pub mod html;
+pub mod imatrix;
 pub mod logits;
 pub mod long_context;
 pub mod outcome;
@@ -68,6 +69,9 @@ pub struct VerifyOptions {
     /// removed afterwards): the report folder, on the disk the user chose. None: the system's
     /// temp folder.
     pub work_dir: Option<PathBuf>,
+    /// The importance matrix the file was quantized with (`--imatrix`): Gate 1 then re-makes
+    /// every tensor with its weights ([`imatrix`]).
+    pub imatrix: Option<PathBuf>,
 }
 
 /// An input file and its hash.
@@ -102,6 +106,10 @@ pub struct VerifyReport {
     /// Inputs with their sha256.
     pub inputs: Vec<InputHash>,
     pub gate1: gate1::Gate1Report,
+    /// Gate 1 of an importance-matrix quant: its keys, the imatrix given, and the tensors
+    /// that could not be decided without one ([`imatrix`]).
+    #[serde(default)]
+    pub gate1_imatrix: imatrix::ImatrixSection,
     /// Gate 1 of tensors converted from already-quantized (MLX affine) sources.
     pub gate1_affine: Option<gate1::AffineGate1Report>,
     pub gate2_tokenizer: Option<tokenizer::TokenizerReport>,
@@ -218,6 +226,9 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
     let mut inputs = vec![input_hash(&opts.gguf)?];
     let opened = open_sources(opts, &mut f)?;
     inputs.extend(hash_hf_inputs(opts)?);
+    if let Some(p) = &opts.imatrix {
+        inputs.push(input_hash(p)?);
+    }
     let params = llama_runtime::ContextParams::embeddings(512, opts.threads.get());
     let (g1, g2, g3) = match opened {
         Some(s) => run_gates(opts, &s, &params, &thresholds, &mut costs, &mut f)?,
@@ -238,6 +249,7 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
         }),
         inputs,
         gate1: g1.report,
+        gate1_imatrix: g1.imatrix,
         gate1_affine: g1.affine,
         gate2_tokenizer: g2.tokenizer,
         gate2_stress: g2.stress,

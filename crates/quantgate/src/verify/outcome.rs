@@ -84,6 +84,9 @@ pub enum BlockerCode {
     AffineValues,
     /// Gate 1: a declared fallback's bytes differ from its encoding.
     FallbackBits,
+    /// Gate 1: the file's `quantize.imatrix.*` keys do not name the imatrix given with
+    /// `--imatrix`, or an imatrix was given for a file without them ([`super::imatrix`]).
+    ImatrixKeys,
     /// Gate 2: a quality item of the protocol's `[budget.FTYPE]` exceeded or not measured.
     QualityBudget,
     /// Gate 2: llama.cpp refuses to load the file (its own error line in the detail).
@@ -153,7 +156,8 @@ impl BlockerCode {
             | SourceQuantization
             | AffineFields
             | AffineValues
-            | FallbackBits => 1,
+            | FallbackBits
+            | ImatrixKeys => 1,
             QualityBudget | LlamaLoad | ArchitectureMismatch | NonFinite | TokenizerNoMode
             | TokenizerStress | VectorsCosine | VectorsTop1 | VectorsPooling
             | LogitsNotMeasured | LogitsCosine | LogitsTop1 | LogitsKld | ExpertRouting => 2,

@@ -3,6 +3,12 @@
 //! (F32/F16/BF16 → f32 is exact), then quantized by `gguf::quant_ref` (ports of ggml-quants.c
 //! `quantize_row_*_ref`, which `ggml_quantize_chunk` uses without an imatrix) — and compared
 //! byte for byte. Tensors stored in the source's own type must be byte-identical copies.
+//!
+//! With an importance matrix (`quantize --imatrix`), and for types our reference quantizers do
+//! not cover (the IQ types), the tensor is re-made by ggml's `ggml_quantize_chunk` with the
+//! weights read by our own imatrix reader ([`gguf::imatrix`]) and sliced per expert as
+//! llama-quant.cpp slices them: what is checked is the quantizer's pipeline (which weights
+//! reach which tensor, the type plan, the written bytes), not ggml's kernel against itself.
 
 use std::path::Path;
 
@@ -10,6 +16,8 @@ use anyhow::{bail, Context, Result};
 use gguf::{GgmlType, Gguf};
 use rayon::prelude::*;
 use serde::Serialize;
+
+use crate::imatrix::Weights;
 
 /// One tensor's check.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -19,7 +27,9 @@ pub struct RequantTensor {
     pub ggml_type: String,
     /// Type in the source file.
     pub source_type: String,
-    /// `requantized` (our quantizer ran) or `copied` (same type as the source).
+    /// `requantized` (our reference quantizer ran), `ggml` (ggml's quantizer without weights:
+    /// a type ours does not cover), `ggml-imatrix` (ggml's quantizer with the tensor's
+    /// importance weights) or `copied` (same type as the source).
     pub how: String,
     pub identical: bool,
     /// Index of the first differing block (`None` if identical).
@@ -50,7 +60,51 @@ fn first_diff(a: &[u8], b: &[u8], block_bytes: usize) -> Option<u64> {
         .map(|i| (i / block_bytes.max(1)) as u64)
 }
 
-fn check_one(src: &Gguf, q: &Gguf, t: &gguf::TensorInfo) -> Result<RequantTensor> {
+/// The weights llama-quant.cpp passes for tensor `t`: its entry when its length is
+/// `ne[0] · ne[2]` (one slice per expert); none without an entry.
+///
+/// Errors: an entry of another length for a tensor other than token_embd (llama-quant.cpp
+/// refuses those; token_embd's is ignored).
+fn weights_for<'w>(w: &'w Weights, t: &gguf::TensorInfo) -> Result<Option<&'w [f32]>> {
+    let Some(e) = w.get(&t.name) else {
+        return Ok(None);
+    };
+    let ne = t.ne();
+    if e.len() as u64 == ne[0] * ne[2] {
+        return Ok(Some(e));
+    }
+    if t.name.starts_with("token_embd") {
+        return Ok(None);
+    }
+    bail!(
+        "imatrix entry {} has {} values, the tensor {:?}",
+        t.name,
+        e.len(),
+        t.dims
+    )
+}
+
+/// ggml's encoding of `x` (the tensor `t`) as `ty` with `weights` (one slice of `ne[0]` per
+/// matrix `ne[2]`), or without.
+fn ggml_encode(t: &gguf::TensorInfo, x: &[f32], ty: GgmlType, weights: Option<&[f32]>) -> Result<Vec<u8>> {
+    let ne = t.ne();
+    let (n0, per_mat) = (ne[0] as usize, (ne[0] * ne[1]) as usize);
+    let mut out = Vec::new();
+    for (m, mat) in x.chunks(per_mat.max(1)).enumerate() {
+        let w = weights.map(|w| &w[m * n0..(m + 1) * n0]);
+        let b = llama_runtime::ggml_quantize_weighted(ty.id(), mat, n0, w)
+            .with_context(|| format!("tensor {} as {ty}", t.name))?;
+        out.extend(b);
+    }
+    Ok(out)
+}
+
+fn check_one(
+    src: &Gguf,
+    q: &Gguf,
+    t: &gguf::TensorInfo,
+    imatrix: Option<&Weights>,
+) -> Result<RequantTensor> {
     // Between tensors: SIGINT/SIGTERM stop the check (the caller's temp file is removed).
     crate::interrupt::check()?;
     let s = src.header.tensor(&t.name).with_context(|| {
@@ -87,10 +141,18 @@ fn check_one(src: &Gguf, q: &Gguf, t: &gguf::TensorInfo) -> Result<RequantTensor
             src.tensor_data(s),
             s.n_elements() as usize,
         )?;
-        let mut out = Vec::with_capacity(got.len());
-        gguf::quant_ref::quantize_ref(t.ggml_type, &x, &mut out)
-            .with_context(|| format!("tensor {} as {}", t.name, t.ggml_type))?;
-        ("requantized", out)
+        let w = imatrix.map(|w| weights_for(w, t)).transpose()?.flatten();
+        let ours = gguf::quant_ref::SUPPORTED.contains(&t.ggml_type);
+        match w {
+            Some(w) => ("ggml-imatrix", ggml_encode(t, &x, t.ggml_type, Some(w))?),
+            None if !ours => ("ggml", ggml_encode(t, &x, t.ggml_type, None)?),
+            None => {
+                let mut out = Vec::with_capacity(got.len());
+                gguf::quant_ref::quantize_ref(t.ggml_type, &x, &mut out)
+                    .with_context(|| format!("tensor {} as {}", t.name, t.ggml_type))?;
+                ("requantized", out)
+            }
+        }
     };
     let d = first_diff(&ours, got, t.ggml_type.type_size() as usize);
     Ok(RequantTensor {
@@ -103,25 +165,31 @@ fn check_one(src: &Gguf, q: &Gguf, t: &gguf::TensorInfo) -> Result<RequantTensor
     })
 }
 
-/// Checks every tensor of `quantized` against `source` (the file it was quantized from).
+/// Checks every tensor of `quantized` against `source` (the file it was quantized from),
+/// with the importance weights it was quantized with, if any.
 ///
 /// Errors: unreadable files, a tensor missing from the source or with another shape, a file
-/// quantized with an importance matrix (`quantize.imatrix.*` keys: the reference quantizers
-/// take no weights, so they cannot re-make it), or a target type without a reference quantizer.
-pub fn check(source: &Path, quantized: &Path) -> Result<RequantReport> {
+/// with `quantize.imatrix.*` keys checked without weights (or weights for a file without the
+/// keys), an imatrix entry of the wrong length, or a type neither quantizer covers.
+pub fn check(source: &Path, quantized: &Path, imatrix: Option<&Weights>) -> Result<RequantReport> {
     let src = Gguf::open(source)?;
     let q = Gguf::open(quantized)?;
-    if let Some(k) = q
+    let keyed = q
         .header
         .metadata
         .iter()
-        .find(|(k, _)| k.starts_with("quantize.imatrix"))
-    {
-        bail!(
-            "{}: quantized with an importance matrix ({}); the reference quantizers (no imatrix) cannot re-make it",
+        .find(|(k, _)| k.starts_with(gguf::keys::quantize::IMATRIX_PREFIX));
+    match (keyed, imatrix) {
+        (Some(k), None) => bail!(
+            "{}: quantized with an importance matrix ({}); re-making it needs that imatrix",
             quantized.display(),
             k.0
-        );
+        ),
+        (None, Some(_)) => bail!(
+            "{}: has no quantize.imatrix.* keys, but an imatrix was given",
+            quantized.display()
+        ),
+        _ => {}
     }
     let (n, done) = (
         q.header.tensors.len(),
@@ -132,13 +200,13 @@ pub fn check(source: &Path, quantized: &Path) -> Result<RequantReport> {
         .tensors
         .par_iter()
         .map(|t| {
-            let r = check_one(&src, &q, t);
+            let r = check_one(&src, &q, t, imatrix);
             let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             crate::progress::report("gate 1 re-quantization: tensors", k, n);
             r
         })
         .collect::<Result<_>>()?;
-    let requantized = tensors.iter().filter(|t| t.how == "requantized").count();
+    let requantized = tensors.iter().filter(|t| t.how != "copied").count();
     let identical = tensors.iter().filter(|t| t.identical).count();
     Ok(RequantReport {
         source: source.display().to_string(),

@@ -173,6 +173,7 @@ fn convert_quantize_and_verify_refuse_up_front_when_the_disk_is_short() {
         ppl_text: None,
         threads: quantgate::threads::Threads::DEFAULT,
         work_dir: Some(work.clone()),
+        imatrix: None,
     })
     .unwrap_err();
     assert_refused(&e, "verify's F32 expansion", &work);

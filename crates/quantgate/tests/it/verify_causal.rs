@@ -35,6 +35,7 @@ fn smollm2_fixture_to_f16_verifies_go_with_logits() {
         ppl_text: None,
         threads: quantgate::threads::Threads::DEFAULT,
         work_dir: None,
+        imatrix: None,
     })
     .unwrap();
     assert_eq!(r.verdict, Verdict::Go, "{:?}", r.blockers);
@@ -84,6 +85,7 @@ fn smollm2_fixture_to_f16_verifies_go_with_logits() {
         ppl_text: None,
         threads: quantgate::threads::Threads::DEFAULT,
         work_dir: None,
+        imatrix: None,
     })
     .unwrap();
     assert_eq!(r.verdict, Verdict::NoGo);
@@ -143,7 +145,7 @@ fn quantize_q4_k_m_and_q8_0_load_in_llama_cpp_and_report_fallbacks() {
             bytes[off] ^= 1;
             let bad_p = dir.path().join("flipped.gguf");
             std::fs::write(&bad_p, bytes).unwrap();
-            let g = quantgate::verify::requant::check(&f16, &bad_p).unwrap();
+            let g = quantgate::verify::requant::check(&f16, &bad_p, None).unwrap();
             assert!(!g.pass);
             let d: Vec<_> = g.tensors.iter().filter(|t| !t.identical).collect();
             assert_eq!(d.len(), 1);

@@ -364,6 +364,7 @@ fn gate3_refuses_a_release_whose_gguf_is_not_the_verified_file() {
         ppl_text: None,
         threads: quantgate::threads::Threads::DEFAULT,
         work_dir: None,
+        imatrix: None,
     })
     .unwrap();
     assert_eq!(r.verdict, Verdict::NoGo);

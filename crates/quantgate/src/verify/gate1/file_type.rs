@@ -31,13 +31,32 @@ pub fn claimed(c: &CGguf) -> Option<u32> {
     }
 }
 
+/// Whether the file was quantized with an importance matrix (`quantize.imatrix.*` keys): the
+/// plan then differs for some tensors (llama-quant.cpp's `has_imatrix`).
+pub fn has_imatrix(c: &CGguf) -> bool {
+    c.keys()
+        .iter()
+        .any(|k| k.starts_with(gguf::keys::quantize::IMATRIX_PREFIX))
+}
+
+/// What the dry run needs to plan as with an imatrix: the plan depends on whether one is
+/// given, not on its values, so one entry that names no tensor does.
+fn plan_imatrix(on: bool) -> Option<llama_runtime::QuantizeImatrix> {
+    on.then(|| llama_runtime::QuantizeImatrix {
+        weights: vec![("(plan only)".into(), vec![1.0])],
+        ..Default::default()
+    })
+}
+
 /// Compares the stored types of `c` with llama.cpp's plan for `ftype` on `expansion` (a file
-/// of the same tensor names and shapes in F32). Also returns the plan's tensor order, the
-/// order llama.cpp's quantizer writes.
+/// of the same tensor names and shapes in F32), planned with an imatrix when the file was
+/// quantized with one. Also returns the plan's tensor order, the order llama.cpp's quantizer
+/// writes.
 ///
 /// Errors: llama.cpp refuses the dry run or its log does not parse.
 pub fn compare(c: &CGguf, expansion: &Path, ftype: u32) -> Result<(PlanMatch, Vec<String>)> {
-    let plan = llama_runtime::quantize_plan(expansion, ftype)?;
+    let im = plan_imatrix(has_imatrix(c));
+    let plan = llama_runtime::quantize_plan(expansion, ftype, im.as_ref())?;
     let order = plan.iter().map(|p| p.name.clone()).collect();
     let stored = c.tensors();
     let mut n = 0;

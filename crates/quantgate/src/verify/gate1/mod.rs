@@ -6,6 +6,7 @@
 //! converter's `metadata` as docs/architecture.md explains) and the file type (`file_type`).
 
 mod common;
+pub mod encoding;
 pub mod expected;
 pub mod expected_ugm;
 pub mod expected_vocab;
@@ -56,6 +57,8 @@ pub struct Gate1 {
     pub affine: Option<AffineGate1Report>,
     /// The source's quantization metadata disagrees with its tensors.
     pub source_inconsistent: bool,
+    /// An importance-matrix quant's keys, the imatrix given, the undecided tensors.
+    pub imatrix: crate::verify::imatrix::ImatrixSection,
 }
 
 /// The tensor order Gate 1 expects.
@@ -212,27 +215,33 @@ pub(super) fn run(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result
         }
     }
     let mut g1 = Gate1Report::default();
+    let given = opts.imatrix.as_deref().map(crate::imatrix::load).transpose()?;
+    let mut im = crate::verify::imatrix::check_keys(&s.raw_kv, given.as_ref(), &mut f.blockers, &mut f.notes);
     let (ft, order) = expected_file_type(s, f)?;
     let expected = expected_metadata(s, ft, f)?;
     plain::check_metadata(&s.c, &s.raw_kv, &expected, &mut f.blockers, &mut g1)?;
     // A vocab-only file's file_type is whatever the converter was asked: allowed, not implied.
-    let also: &[&str] = if s.vocab_only {
-        &[gguf::keys::general::FILE_TYPE]
-    } else {
-        &[]
-    };
-    plain::check_unexpected_keys(&s.c, &s.raw_kv, &expected, also, &mut f.blockers);
+    let mut also: Vec<&str> = im.keys.keys().map(String::as_str).collect();
+    if s.vocab_only {
+        also.push(gguf::keys::general::FILE_TYPE);
+    }
+    plain::check_unexpected_keys(&s.c, &s.raw_kv, &expected, &also, &mut f.blockers);
     if !s.vocab_only {
         check_order(s, order, f)?;
+    }
+    if s.vocab_only {
+        return Ok(Gate1 {
+            report: g1,
+            imatrix: im,
+            ..Default::default()
+        });
     }
     let mut out = Gate1 {
         report: g1,
         affine: None,
         source_inconsistent: false,
+        imatrix: Default::default(),
     };
-    if s.vocab_only {
-        return Ok(out);
-    }
     let n_before = f.blockers.len();
     let (ar, covered) = quantized(&opts.gguf, &s.c, &s.hf, s.arch, &mut f.blockers)?;
     out.source_inconsistent = f.blockers[n_before..]
@@ -254,15 +263,20 @@ pub(super) fn run(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result
         }
         out.affine = Some(ar);
     }
-    plain::check_tensors(
-        &opts.gguf,
-        &s.c,
-        &s.hf,
-        s.arch,
-        &covered,
-        &mut f.blockers,
-        g1,
-    )?;
+    let w = encoding::Weighting {
+        weights: given.as_ref().map(|m| &m.weights),
+        keyed: !im.keys.is_empty(),
+    };
+    let hf = (&s.hf, s.arch);
+    plain::check_tensors(&opts.gguf, &s.c, hf, &covered, w, &mut f.blockers, &mut im.undecided, g1)?;
+    if !im.undecided.is_empty() {
+        f.notes.push(format!(
+            "imatrix quant without its imatrix: Gate 1 could not re-make {} tensors (e.g. {}); their stored values are judged by Gate 2 and the quality section only (pass --imatrix FILE for the byte check)",
+            im.undecided.len(),
+            im.undecided[0]
+        ));
+    }
+    out.imatrix = im;
     for (t, n) in &g1.via_intermediate {
         f.notes.push(format!(
             "{n} block-quantized tensors are the encoding of the source rounded to {t} (a conversion to {t}, then quantize)"

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::common::read_stored;
+use super::encoding::{bits_blocker, expected_bytes, via_intermediate, Target, Weighting};
 use super::row_blocks;
 use super::source_maps::SourceMaps;
 use crate::source::{
@@ -410,13 +411,18 @@ fn short(s: &str) -> String {
 
 /// Compares every tensor of `gguf_path` (its infos as ggml read them into `c`) with the expected encoding of its
 /// HF source tensor. Extra, missing, reshaped or differing tensors are blockers.
+///
+/// An imatrix quant is encoded with its weights (`w`); checked without them, a tensor that
+/// takes weights and differs is appended to `undecided` instead ([`Weighting::undecided`]).
+#[allow(clippy::too_many_arguments)]
 pub fn check_tensors(
     gguf_path: &Path,
     c: &CGguf,
-    hf: &HfDir,
-    a: arch::Arch,
+    (hf, a): (&HfDir, arch::Arch),
     covered: &super::common::Covered,
+    w: Weighting,
     blockers: &mut Vec<Blocker>,
+    undecided: &mut Vec<String>,
     r: &mut Gate1Report,
 ) -> Result<()> {
     let infos = uncovered(c, covered);
@@ -458,8 +464,10 @@ pub fn check_tensors(
             continue;
         };
         *r.by_type.entry(ty.to_string()).or_default() += 1;
+        let weights = w.for_tensor(info);
+        let tw = (ty, weights);
         if let Some(via) =
-            row_blocks::in_row_blocks(&mut file, gguf_path, hf, a, members, info, ty, &mut maps)?
+            row_blocks::in_row_blocks(&mut file, gguf_path, hf, a, members, info, tw, &mut maps)?
         {
             r.bit_identical += 1;
             if let Some(t) = via {
@@ -467,7 +475,16 @@ pub fn check_tensors(
             }
             continue;
         }
-        let expected = expected_bytes(hf, a, members, info, ty, &ne_src, None, &mut maps)?;
+        let t = Target {
+            hf,
+            a,
+            members,
+            info,
+            ty,
+            ne_src: &ne_src,
+            weights,
+        };
+        let expected = expected_bytes(&t, None, &mut maps)?;
         let Some(stored) = read_stored(&mut file, gguf_path, info, blockers)? else {
             continue;
         };
@@ -477,11 +494,12 @@ pub fn check_tensors(
         }
         // A block type quantized from a conversion to F16/BF16 (convert, then quantize) encodes
         // the source rounded to that type; ggml's own round trip gives those values.
-        match via_intermediate(hf, a, members, info, ty, &ne_src, &stored, &mut maps)? {
+        match via_intermediate(&t, &stored, &mut maps)? {
             Some(t) => {
                 r.bit_identical += 1;
                 *r.via_intermediate.entry(t.to_string()).or_default() += 1;
             }
+            None if w.undecided(info, ty) => undecided.push(info.name.clone()),
             None => {
                 let names: Vec<&str> = members
                     .iter()
@@ -680,101 +698,6 @@ fn matching_ne(
         return None;
     }
     Some(ne_src)
-}
-
-/// The bytes ggml's encoding of the reference's values of sources `members` (one tensor, or
-/// a stack's experts one after another) as `ty` should give; with `via`, of those values after
-/// ggml's round trip through that float type.
-#[allow(clippy::too_many_arguments)]
-fn expected_bytes(
-    hf: &HfDir,
-    a: arch::Arch,
-    members: &[usize],
-    info: &CTensorInfo,
-    ty: GgmlType,
-    ne_src: &[i64],
-    via: Option<GgmlType>,
-    maps: &mut SourceMaps,
-) -> Result<Vec<u8>> {
-    let mut x = Vec::new();
-    for &j in members {
-        x.extend(maps.load_f32(j)?);
-    }
-    // XLM-R's position table starts at row pad_token_id + 1 in the file.
-    let skip = arch::rows_dropped(&hf.config, &info.name) * ne_src[0] as usize;
-    if skip > 0 {
-        x.drain(..skip.min(x.len()));
-    }
-    // gemma3 norms are stored as 1 + w (the shared arch table states it once).
-    let shift = a.norm_shift(&info.name);
-    if shift != 0.0 {
-        x.iter_mut().for_each(|v| *v += shift);
-    }
-    if let Some(t) = via {
-        row_blocks::round_trip(&mut x, t, ne_src[0] as usize, &info.name)?;
-    }
-    if let Some(heads) = crate::source::permute::permute_heads(hf, a, &info.name) {
-        // llama.cpp's Q/K row order (spec §4.3), applied to the reference's values.
-        let rows = if ne_src.len() > 1 {
-            ne_src[1] as usize
-        } else {
-            ne_src[0] as usize
-        };
-        x = crate::source::permute::permute_qk(&x, rows, heads);
-    }
-    row_blocks::encode(&x, ty, ne_src[0] as usize, &info.name)
-}
-
-/// The float type (F16, BF16) whose round trip makes the expected encoding equal `stored`,
-/// tried in [`row_blocks::candidates`] order; `None` if neither does.
-#[allow(clippy::too_many_arguments)]
-fn via_intermediate(
-    hf: &HfDir,
-    a: arch::Arch,
-    members: &[usize],
-    info: &CTensorInfo,
-    ty: GgmlType,
-    ne_src: &[i64],
-    stored: &[u8],
-    maps: &mut SourceMaps,
-) -> Result<Option<GgmlType>> {
-    for t in row_blocks::candidates(ty).iter().flatten() {
-        if expected_bytes(hf, a, members, info, ty, ne_src, Some(*t), maps)? == stored {
-            return Ok(Some(*t));
-        }
-    }
-    Ok(None)
-}
-
-/// The blocker for stored bytes that differ from the expected ones, naming the first
-/// difference and its source (for a stack of experts, the expert whose slab holds it).
-fn bits_blocker(
-    info: &CTensorInfo,
-    sources: &[&str],
-    ty: GgmlType,
-    stored: &[u8],
-    expected: &[u8],
-) -> Blocker {
-    let at = stored
-        .iter()
-        .zip(expected)
-        .position(|(a, b)| a != b)
-        .unwrap_or(stored.len().min(expected.len()));
-    let slab = (expected.len() / sources.len().max(1)).max(1);
-    let e = (at / slab).min(sources.len().saturating_sub(1));
-    let which = if sources.len() > 1 {
-        format!("expert {e} ({})", sources[e])
-    } else {
-        sources.first().copied().unwrap_or("?").to_string()
-    };
-    Blocker::new(
-        BlockerCode::TensorBits,
-        &info.name,
-        format!(
-            "stored {ty} bytes differ from the encoding of {which} at byte {at} of {}",
-            stored.len()
-        ),
-    )
 }
 
 #[cfg(test)]

@@ -41,15 +41,29 @@ pub fn round_trip(x: &mut [f32], t: GgmlType, row: usize, name: &str) -> Result<
 }
 
 /// The bytes of `x` (rows of `row` values) stored as `ty`: little-endian f32, or ggml's
-/// encoding.
+/// encoding — with importance `weights` (`row` per matrix: the matrices of `x` in order, e.g.
+/// a stack's experts) when given, as llama-quant.cpp passes each matrix its slice.
 ///
 /// Errors: ggml cannot encode `ty` (naming the tensor).
-pub fn encode(x: &[f32], ty: GgmlType, row: usize, name: &str) -> Result<Vec<u8>> {
+pub fn encode(x: &[f32], ty: GgmlType, row: usize, name: &str, weights: Option<&[f32]>) -> Result<Vec<u8>> {
     if ty == GgmlType::F32 {
         return Ok(x.iter().flat_map(|v| v.to_le_bytes()).collect());
     }
-    llama_runtime::ggml_quantize(ty.id(), x, row)
-        .map_err(|e| anyhow::anyhow!("Gate 1: ggml cannot encode {name} as {ty}: {e}"))
+    let Some(w) = weights else {
+        return llama_runtime::ggml_quantize(ty.id(), x, row)
+            .map_err(|e| anyhow::anyhow!("Gate 1: ggml cannot encode {name} as {ty}: {e}"));
+    };
+    let n_mat = (w.len() / row.max(1)).max(1);
+    let mut out = Vec::new();
+    for (m, mat) in x.chunks((x.len() / n_mat).max(1)).enumerate() {
+        let wm = &w[m * row..(m + 1) * row];
+        out.extend(
+            llama_runtime::ggml_quantize_weighted(ty.id(), mat, row, Some(wm)).map_err(|e| {
+                anyhow::anyhow!("Gate 1: ggml cannot encode {name} as {ty} with its imatrix weights: {e}")
+            })?,
+        );
+    }
+    Ok(out)
 }
 
 /// A stored tensor against source tensor `src` (rows of `ne0` values, each value plus
@@ -64,8 +78,25 @@ pub fn compare(
     file: &mut std::fs::File,
     path: &Path,
     info: &CTensorInfo,
-    (src, ne0, shift): (usize, usize, f32),
+    src: (usize, usize, f32),
     ty: GgmlType,
+    maps: &mut SourceMaps,
+    block_bytes: usize,
+) -> Result<Option<Option<GgmlType>>> {
+    compare_weighted(file, path, info, src, (ty, None), maps, block_bytes)
+}
+
+/// [`compare`] of a tensor encoded with one matrix's importance weights (`ne0` values, the
+/// same for every row).
+///
+/// Errors: as [`compare`].
+#[allow(clippy::too_many_arguments)]
+pub fn compare_weighted(
+    file: &mut std::fs::File,
+    path: &Path,
+    info: &CTensorInfo,
+    (src, ne0, shift): (usize, usize, f32),
+    (ty, weights): (GgmlType, Option<&[f32]>),
     maps: &mut SourceMaps,
     block_bytes: usize,
 ) -> Result<Option<Option<GgmlType>>> {
@@ -104,7 +135,7 @@ pub fn compare(
             if let Some(t) = via {
                 round_trip(&mut y, t, ne0, &info.name)?;
             }
-            if encode(&y, ty, ne0, &info.name)? == stored {
+            if encode(&y, ty, ne0, &info.name, weights)? == stored {
                 hit = Some(via);
                 break;
             }
@@ -128,7 +159,7 @@ pub(super) fn in_row_blocks(
     a: arch::Arch,
     members: &[usize],
     info: &CTensorInfo,
-    ty: GgmlType,
+    (ty, weights): (GgmlType, Option<&[f32]>),
     maps: &mut SourceMaps,
 ) -> Result<Option<Option<GgmlType>>> {
     let n: u64 = info.ne.iter().map(|d| *d as u64).product();
@@ -139,5 +170,5 @@ pub(super) fn in_row_blocks(
         return Ok(None);
     }
     let src = (members[0], info.ne[0] as usize, a.norm_shift(&info.name));
-    compare(file, path, info, src, ty, maps, BLOCK_F32_BYTES)
+    compare_weighted(file, path, info, src, (ty, weights), maps, BLOCK_F32_BYTES)
 }

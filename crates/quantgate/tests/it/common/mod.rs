@@ -238,6 +238,7 @@ pub fn verify_with(hf: &Path, gguf: &Path, protocol: Option<PathBuf>) -> VerifyR
         ppl_text: None,
         threads: quantgate::threads::Threads::DEFAULT,
         work_dir: None,
+        imatrix: None,
     })
     .unwrap()
 }
