@@ -363,6 +363,10 @@ fn iq4_xs(b: &[u8; IQ4_XS_BYTES], y: &mut [f32; QK_K]) {
         let hi = ((scales_h >> (2 * ib)) & 3) as u8;
         let ls = (lo | (hi << 4)) as i32;
         let dl = d * (ls - 32) as f32;
-        iq4_nibbles(dl, &b[8 + 16 * ib..24 + 16 * ib], &mut y[32 * ib..32 * ib + 32]);
+        iq4_nibbles(
+            dl,
+            &b[8 + 16 * ib..24 + 16 * ib],
+            &mut y[32 * ib..32 * ib + 32],
+        );
     }
 }

@@ -119,12 +119,21 @@ impl Imatrix {
         let mut w = GgufWriter::new();
         w.add_kv(crate::keys::general::TYPE, Value::string("imatrix"));
         let ds = self.datasets.iter().map(|d| Value::string(d.as_str()));
-        w.add_kv(keys::DATASETS, Value::Array(ValueType::String, ds.collect()));
+        w.add_kv(
+            keys::DATASETS,
+            Value::Array(ValueType::String, ds.collect()),
+        );
         w.add_kv(keys::CHUNK_COUNT, Value::U32(self.chunk_count));
         w.add_kv(keys::CHUNK_SIZE, Value::U32(self.chunk_size));
         for (name, e) in &self.entries {
             let n_mat = e.counts.len() as u64;
-            let dims = |ne0: u64| if n_mat == 1 { vec![ne0] } else { vec![ne0, n_mat] };
+            let dims = |ne0: u64| {
+                if n_mat == 1 {
+                    vec![ne0]
+                } else {
+                    vec![ne0, n_mat]
+                }
+            };
             let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>();
             w.add_tensor(TensorEntry {
                 name: format!("{name}.in_sum2"),
@@ -179,7 +188,11 @@ fn u32_key(g: &Gguf, key: &str) -> Result<u32> {
     match g.header.get(key) {
         None => Ok(0),
         Some(Value::U32(v)) => Ok(*v),
-        Some(v) => Err(invalid(key, 0, format!("{:?}, expected a u32", v.value_type()))),
+        Some(v) => Err(invalid(
+            key,
+            0,
+            format!("{:?}, expected a u32", v.value_type()),
+        )),
     }
 }
 
@@ -213,13 +226,21 @@ fn from_gguf(g: &Gguf) -> Result<Imatrix> {
             return Err(invalid(
                 format!("entry {name}"),
                 0,
-                format!("{} sums do not divide into {} counts", in_sum2.len(), counts.len()),
+                format!(
+                    "{} sums do not divide into {} counts",
+                    in_sum2.len(),
+                    counts.len()
+                ),
             ));
         }
         entries.insert(name, Entry { in_sum2, counts });
     }
     if entries.is_empty() {
-        return Err(invalid("tensors", 0, "no imatrix entries (NAME.in_sum2, NAME.counts)"));
+        return Err(invalid(
+            "tensors",
+            0,
+            "no imatrix entries (NAME.in_sum2, NAME.counts)",
+        ));
     }
     Ok(Imatrix {
         datasets,
@@ -370,7 +391,12 @@ mod tests {
         let keys: Vec<_> = g.header.metadata.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             keys,
-            ["general.type", "imatrix.datasets", "imatrix.chunk_count", "imatrix.chunk_size"]
+            [
+                "general.type",
+                "imatrix.datasets",
+                "imatrix.chunk_count",
+                "imatrix.chunk_size"
+            ]
         );
     }
 
@@ -396,7 +422,10 @@ mod tests {
         std::fs::write(&p, legacy_bytes()).unwrap();
         let m = Imatrix::read(&p).unwrap();
         assert_eq!(m.format, Format::LegacyDat);
-        assert_eq!((m.chunk_count, m.datasets.clone()), (10, vec!["d.t".into()]));
+        assert_eq!(
+            (m.chunk_count, m.datasets.clone()),
+            (10, vec!["d.t".into()])
+        );
         assert_eq!(m.weights()["w.wt"], vec![0.5, 2.0]);
     }
 
@@ -417,6 +446,9 @@ mod tests {
         nan[20..24].copy_from_slice(&f32::NAN.to_le_bytes());
         std::fs::write(&p, &nan).unwrap();
         let e = Imatrix::read(&p).unwrap_err().to_string();
-        assert!(e.contains("entry w.wt values") && e.contains("not finite"), "{e}");
+        assert!(
+            e.contains("entry w.wt values") && e.contains("not finite"),
+            "{e}"
+        );
     }
 }

@@ -11,9 +11,9 @@
 
 pub mod blocks;
 pub mod dequant;
-pub mod imatrix;
 mod error;
 mod ftype;
+pub mod imatrix;
 pub mod keys;
 mod output;
 pub mod quant;

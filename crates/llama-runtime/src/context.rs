@@ -173,7 +173,8 @@ impl<'m> Context<'m> {
     /// decode.
     pub fn decode_sequences(&mut self, seqs: &[&[i32]]) -> Result<(), RuntimeError> {
         let n: usize = seqs.iter().map(|s| s.len()).sum();
-        if n == 0 || n > self.params.n_batch as usize || seqs.len() > self.params.n_seq_max as usize {
+        if n == 0 || n > self.params.n_batch as usize || seqs.len() > self.params.n_seq_max as usize
+        {
             return Err(RuntimeError::Eval {
                 call: "llama_decode",
                 detail: format!(

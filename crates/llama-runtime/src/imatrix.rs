@@ -91,7 +91,11 @@ unsafe fn wanted(t: *const sys::ggml_tensor) -> bool {
 ///
 /// # Safety
 /// `src0`, `src1` must be the computed node's sources.
-unsafe fn dense(e: &mut ImatrixStats, src0: &sys::ggml_tensor, src1: &sys::ggml_tensor) -> Result<(), String> {
+unsafe fn dense(
+    e: &mut ImatrixStats,
+    src0: &sys::ggml_tensor,
+    src1: &sys::ggml_tensor,
+) -> Result<(), String> {
     let ne0 = src1.ne[0] as usize;
     let n_mat = (src0.ne[2] * src0.ne[3]) as usize;
     if e.values.is_empty() {
@@ -138,7 +142,11 @@ unsafe fn experts(
         e.values = vec![0.0; ne0 * n_as];
         e.counts = vec![0; n_as];
     } else if e.values.len() != ne0 * n_as || e.counts.len() != n_as {
-        return Err(format!("{} sums of {} experts, now {n_as}", e.values.len(), e.counts.len()));
+        return Err(format!(
+            "{} sums of {} experts, now {n_as}",
+            e.values.len(),
+            e.counts.len()
+        ));
     }
     let (data, idb) = (host_bytes(src1), host_bytes(ids));
     for idx in 0..n_ids {
@@ -206,15 +214,24 @@ mod tests {
 
     #[test]
     fn weight_names_lose_backend_prefixes_as_the_tool_filters_them() {
-        assert_eq!(weight_name("CUDA0#blk.0.attn_k.weight#0"), "blk.0.attn_k.weight");
-        assert_eq!(weight_name("CUDA0#blk.0.attn_k.weight"), "blk.0.attn_k.weight");
+        assert_eq!(
+            weight_name("CUDA0#blk.0.attn_k.weight#0"),
+            "blk.0.attn_k.weight"
+        );
+        assert_eq!(
+            weight_name("CUDA0#blk.0.attn_k.weight"),
+            "blk.0.attn_k.weight"
+        );
         assert_eq!(weight_name("blk.0.attn_k.weight"), "blk.0.attn_k.weight");
     }
 
     #[test]
     fn squares_add_in_f32_row_after_row() {
         let mut acc = vec![1.0f32, 0.0];
-        let b: Vec<u8> = [2.0f32, -3.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let b: Vec<u8> = [2.0f32, -3.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
         add_squares(&mut acc, &b, 0);
         add_squares(&mut acc, &b, 0);
         assert_eq!(acc, vec![9.0, 18.0]);

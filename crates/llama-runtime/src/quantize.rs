@@ -114,7 +114,10 @@ impl CImatrix {
         if let Some(d) = &m.dataset {
             kv.push(str_override("quantize.imatrix.dataset", d));
         }
-        kv.push(int("quantize.imatrix.entries_count", m.weights.len() as i64));
+        kv.push(int(
+            "quantize.imatrix.entries_count",
+            m.weights.len() as i64,
+        ));
         if m.chunks > 0 {
             kv.push(int("quantize.imatrix.chunks_count", m.chunks as i64));
         }

@@ -71,7 +71,10 @@ pub fn load(path: &Path) -> Result<LoadedImatrix> {
         dataset: m.datasets.first().cloned(),
     };
     let c = llama_runtime::QuantizeImatrix {
-        weights: weights.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        weights: weights
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         file,
         dataset: used.dataset.clone(),
         chunks: m.chunk_count,
@@ -146,7 +149,11 @@ fn chunks(tokens: &[i32], n_ctx: usize, n_chunk: usize, bos: Option<i32>) -> Vec
 }
 
 fn check_params(p: &ImatrixParams) -> Result<usize> {
-    ensure!(p.n_ctx >= 16, "-c {}: a chunk needs at least 16 tokens (the tool skips smaller batches)", p.n_ctx);
+    ensure!(
+        p.n_ctx >= 16,
+        "-c {}: a chunk needs at least 16 tokens (the tool skips smaller batches)",
+        p.n_ctx
+    );
     ensure!(
         p.n_batch >= p.n_ctx && p.n_batch % p.n_ctx == 0,
         "-b {} must be a multiple of -c {} (chunks go side by side in one batch)",
@@ -193,7 +200,9 @@ pub fn compute(
             2 * p.n_ctx
         );
     }
-    let n_chunk = p.chunks.map_or(tokens.len() / p.n_ctx, |c| c.min(tokens.len() / p.n_ctx));
+    let n_chunk = p
+        .chunks
+        .map_or(tokens.len() / p.n_ctx, |c| c.min(tokens.len() / p.n_ctx));
     let bos = model.add_bos().then(|| model.bos());
     let all = chunks(&tokens, p.n_ctx, n_chunk, bos);
     let params = ContextParams {
@@ -214,7 +223,10 @@ pub fn compute(
     let seconds = t0.elapsed().as_secs_f64();
     let log = ctx.take_imatrix();
     if let Some(r) = log.refused {
-        bail!("{}: the imatrix collector could not read {r}", model_path.display());
+        bail!(
+            "{}: the imatrix collector could not read {r}",
+            model_path.display()
+        );
     }
     let m = to_imatrix(log.entries, text_path, p.n_ctx)?;
     crate::interrupt::check()?;
@@ -255,7 +267,13 @@ fn to_imatrix(
             .into_iter()
             .map(|(k, e)| {
                 let counts = e.counts.iter().map(|c| *c as f32).collect();
-                (k, Entry { in_sum2: e.values, counts })
+                (
+                    k,
+                    Entry {
+                        in_sum2: e.values,
+                        counts,
+                    },
+                )
             })
             .collect(),
         format: Format::Gguf,
@@ -270,7 +288,13 @@ mod tests {
     fn chunks_start_with_bos_when_the_vocabulary_adds_it() {
         let t: Vec<i32> = (10..30).collect();
         let c = chunks(&t, 8, 2, Some(1));
-        assert_eq!(c, vec![vec![1, 11, 12, 13, 14, 15, 16, 17], vec![1, 19, 20, 21, 22, 23, 24, 25]]);
+        assert_eq!(
+            c,
+            vec![
+                vec![1, 11, 12, 13, 14, 15, 16, 17],
+                vec![1, 19, 20, 21, 22, 23, 24, 25]
+            ]
+        );
         assert_eq!(chunks(&t, 8, 1, None)[0][0], 10);
     }
 

@@ -194,12 +194,12 @@ pub fn quantize_with(
     crate::interrupt::check()?;
     let t0 = std::time::Instant::now();
     let progress = |done, total| crate::progress::report("tensors", done, total);
-    llama_runtime::quantize_model(input, tmp.path(), id, threads.get(), cim, progress).map_err(|e| {
-        match disk_hint(dir) {
+    llama_runtime::quantize_model(input, tmp.path(), id, threads.get(), cim, progress).map_err(
+        |e| match disk_hint(dir) {
             Some(h) => anyhow::Error::from(e).context(h),
             None => e.into(),
-        }
-    })?;
+        },
+    )?;
     let seconds = t0.elapsed().as_secs_f64();
     crate::interrupt::check()?;
     let g = Gguf::open(tmp.path())?;

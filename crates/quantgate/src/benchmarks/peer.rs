@@ -83,7 +83,11 @@ pub fn ensure(cache: &Path, log: &mut dyn FnMut(&str)) -> Result<PeerBuild> {
     let done = std::fs::read_to_string(&stamp)
         .ok()
         .and_then(|t| serde_json::from_str::<PeerBuild>(&t).ok());
-    let all = |p: &PeerBuild| [&p.perplexity, &p.bench, &p.imatrix, &p.quantize].iter().all(|b| b.is_file());
+    let all = |p: &PeerBuild| {
+        [&p.perplexity, &p.bench, &p.imatrix, &p.quantize]
+            .iter()
+            .all(|b| b.is_file())
+    };
     if let Some(p) = done.filter(all) {
         return Ok(p);
     }

@@ -99,7 +99,10 @@ pub fn check_keys(
             let u = &m.used;
             let want = [
                 (qk::IMATRIX_N_ENTRIES, Some(u.entries.to_string())),
-                (qk::IMATRIX_N_CHUNKS, (u.chunks > 0).then(|| u.chunks.to_string())),
+                (
+                    qk::IMATRIX_N_CHUNKS,
+                    (u.chunks > 0).then(|| u.chunks.to_string()),
+                ),
                 (qk::IMATRIX_DATASET, u.dataset.as_deref().map(cut127)),
             ];
             for (k, w) in want {
@@ -118,7 +121,10 @@ pub fn check_keys(
                 }
             }
             let name = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
-            if let Some(f) = keys.get(qk::IMATRIX_FILE).filter(|f| name(f) != name(&u.file)) {
+            if let Some(f) = keys
+                .get(qk::IMATRIX_FILE)
+                .filter(|f| name(f) != name(&u.file))
+            {
                 notes.push(format!(
                     "quantize.imatrix.file names {f}; the imatrix given is {} (names are paths, not content: not judged)",
                     u.file
@@ -157,7 +163,10 @@ mod tests {
 
     fn raw() -> Vec<(String, Value)> {
         vec![
-            (qk::IMATRIX_FILE.into(), Value::string("/tmp/x/imatrix.gguf")),
+            (
+                qk::IMATRIX_FILE.into(),
+                Value::string("/tmp/x/imatrix.gguf"),
+            ),
             (qk::IMATRIX_DATASET.into(), Value::string("hellaswag.txt")),
             (qk::IMATRIX_N_ENTRIES.into(), Value::U32(210)),
             (qk::IMATRIX_N_CHUNKS.into(), Value::U32(8)),
@@ -167,20 +176,37 @@ mod tests {
     #[test]
     fn keys_must_name_the_given_imatrix() {
         let (mut b, mut n) = (Vec::new(), Vec::new());
-        let s = check_keys(&raw(), Some(&loaded(210, 8, "hellaswag.txt")), &mut b, &mut n);
+        let s = check_keys(
+            &raw(),
+            Some(&loaded(210, 8, "hellaswag.txt")),
+            &mut b,
+            &mut n,
+        );
         assert_eq!((s.status, b.len(), n.len()), (ImatrixStatus::Checked, 0, 0));
-        let s = check_keys(&raw(), Some(&loaded(210, 9, "hellaswag.txt")), &mut b, &mut n);
+        let s = check_keys(
+            &raw(),
+            Some(&loaded(210, 9, "hellaswag.txt")),
+            &mut b,
+            &mut n,
+        );
         assert_eq!(s.status, ImatrixStatus::Checked);
         assert_eq!(b.len(), 1);
         assert_eq!(b[0].code, BlockerCode::ImatrixKeys);
-        assert!(b[0].detail.contains("\"8\"") && b[0].detail.contains("\"9\""), "{}", b[0].detail);
+        assert!(
+            b[0].detail.contains("\"8\"") && b[0].detail.contains("\"9\""),
+            "{}",
+            b[0].detail
+        );
     }
 
     #[test]
     fn no_keys_with_an_imatrix_blocks_and_keys_without_one_are_not_given() {
         let (mut b, mut n) = (Vec::new(), Vec::new());
         let s = check_keys(&raw(), None, &mut b, &mut n);
-        assert_eq!((s.status, b.len(), s.keys.len()), (ImatrixStatus::NotGiven, 0, 4));
+        assert_eq!(
+            (s.status, b.len(), s.keys.len()),
+            (ImatrixStatus::NotGiven, 0, 4)
+        );
         let s = check_keys(&[], Some(&loaded(1, 1, "x")), &mut b, &mut n);
         assert_eq!((s.status, b.len()), (ImatrixStatus::None, 1));
         assert!(takes_weights(gguf::GgmlType::Q4_K) && !takes_weights(gguf::GgmlType::Q8_0));

@@ -86,7 +86,12 @@ fn weights_for<'w>(w: &'w Weights, t: &gguf::TensorInfo) -> Result<Option<&'w [f
 
 /// ggml's encoding of `x` (the tensor `t`) as `ty` with `weights` (one slice of `ne[0]` per
 /// matrix `ne[2]`), or without.
-fn ggml_encode(t: &gguf::TensorInfo, x: &[f32], ty: GgmlType, weights: Option<&[f32]>) -> Result<Vec<u8>> {
+fn ggml_encode(
+    t: &gguf::TensorInfo,
+    x: &[f32],
+    ty: GgmlType,
+    weights: Option<&[f32]>,
+) -> Result<Vec<u8>> {
     let ne = t.ne();
     let (n0, per_mat) = (ne[0] as usize, (ne[0] * ne[1]) as usize);
     let mut out = Vec::new();

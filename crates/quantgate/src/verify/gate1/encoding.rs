@@ -92,7 +92,11 @@ pub fn expected_bytes(t: &Target, via: Option<GgmlType>, maps: &mut SourceMaps) 
 
 /// The float type (F16, BF16) whose round trip makes the expected encoding equal `stored`,
 /// tried in [`row_blocks::candidates`] order; `None` if neither does.
-pub fn via_intermediate(t: &Target, stored: &[u8], maps: &mut SourceMaps) -> Result<Option<GgmlType>> {
+pub fn via_intermediate(
+    t: &Target,
+    stored: &[u8],
+    maps: &mut SourceMaps,
+) -> Result<Option<GgmlType>> {
     for f in row_blocks::candidates(t.ty).iter().flatten() {
         if expected_bytes(t, Some(*f), maps)? == stored {
             return Ok(Some(*f));
@@ -131,4 +135,3 @@ pub fn bits_blocker(
         ),
     )
 }
-

@@ -215,8 +215,17 @@ pub(super) fn run(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result
         }
     }
     let mut g1 = Gate1Report::default();
-    let given = opts.imatrix.as_deref().map(crate::imatrix::load).transpose()?;
-    let mut im = crate::verify::imatrix::check_keys(&s.raw_kv, given.as_ref(), &mut f.blockers, &mut f.notes);
+    let given = opts
+        .imatrix
+        .as_deref()
+        .map(crate::imatrix::load)
+        .transpose()?;
+    let mut im = crate::verify::imatrix::check_keys(
+        &s.raw_kv,
+        given.as_ref(),
+        &mut f.blockers,
+        &mut f.notes,
+    );
     let (ft, order) = expected_file_type(s, f)?;
     let expected = expected_metadata(s, ft, f)?;
     plain::check_metadata(&s.c, &s.raw_kv, &expected, &mut f.blockers, &mut g1)?;
@@ -268,7 +277,16 @@ pub(super) fn run(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result
         keyed: !im.keys.is_empty(),
     };
     let hf = (&s.hf, s.arch);
-    plain::check_tensors(&opts.gguf, &s.c, hf, &covered, w, &mut f.blockers, &mut im.undecided, g1)?;
+    plain::check_tensors(
+        &opts.gguf,
+        &s.c,
+        hf,
+        &covered,
+        w,
+        &mut f.blockers,
+        &mut im.undecided,
+        g1,
+    )?;
     if !im.undecided.is_empty() {
         f.notes.push(format!(
             "imatrix quant without its imatrix: Gate 1 could not re-make {} tensors (e.g. {}); their stored values are judged by Gate 2 and the quality section only (pass --imatrix FILE for the byte check)",

@@ -45,7 +45,13 @@ pub fn round_trip(x: &mut [f32], t: GgmlType, row: usize, name: &str) -> Result<
 /// a stack's experts) when given, as llama-quant.cpp passes each matrix its slice.
 ///
 /// Errors: ggml cannot encode `ty` (naming the tensor).
-pub fn encode(x: &[f32], ty: GgmlType, row: usize, name: &str, weights: Option<&[f32]>) -> Result<Vec<u8>> {
+pub fn encode(
+    x: &[f32],
+    ty: GgmlType,
+    row: usize,
+    name: &str,
+    weights: Option<&[f32]>,
+) -> Result<Vec<u8>> {
     if ty == GgmlType::F32 {
         return Ok(x.iter().flat_map(|v| v.to_le_bytes()).collect());
     }
@@ -59,7 +65,9 @@ pub fn encode(x: &[f32], ty: GgmlType, row: usize, name: &str, weights: Option<&
         let wm = &w[m * row..(m + 1) * row];
         out.extend(
             llama_runtime::ggml_quantize_weighted(ty.id(), mat, row, Some(wm)).map_err(|e| {
-                anyhow::anyhow!("Gate 1: ggml cannot encode {name} as {ty} with its imatrix weights: {e}")
+                anyhow::anyhow!(
+                    "Gate 1: ggml cannot encode {name} as {ty} with its imatrix weights: {e}"
+                )
             })?,
         );
     }
