@@ -65,6 +65,13 @@ impl LlamaFtype {
         f("Q2_K_S", 21, GgmlType::Q2_K, true),
     ];
 
+    /// Whether llama-quantize refuses this target without an importance matrix (its
+    /// `--imatrix` check in tools/quantize/quantize.cpp: IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M,
+    /// IQ3_XXS and Q2_K_S).
+    pub fn requires_imatrix(&self) -> bool {
+        matches!(self.id, 19 | 20 | 21 | 23 | 24 | 28 | 31)
+    }
+
     /// The entry named `name` (ASCII case-insensitive).
     pub fn by_name(name: &str) -> Option<LlamaFtype> {
         Self::ALL

@@ -205,7 +205,9 @@ fn from_gguf(g: &Gguf) -> Result<Imatrix> {
             .collect(),
         Some(v) => return Err(invalid(keys::DATASETS, 0, format!("{:?}", v.value_type()))),
     };
-    let mut parts: BTreeMap<String, (Option<Vec<f32>>, Option<Vec<f32>>)> = BTreeMap::new();
+    // Per weight name: its `.in_sum2` and `.counts` tensors, as found.
+    type Parts = (Option<Vec<f32>>, Option<Vec<f32>>);
+    let mut parts: BTreeMap<String, Parts> = BTreeMap::new();
     for t in &g.header.tensors {
         if let Some(n) = t.name.strip_suffix(".in_sum2") {
             parts.entry(n.to_string()).or_default().0 = Some(f32_values(g, t)?);
@@ -302,7 +304,7 @@ fn from_legacy(b: &[u8]) -> Result<Imatrix> {
         let nval = c.count(&format!("entry {name} nval"), false)?;
         let field = format!("entry {name} values");
         let at = c.at as u64;
-        let raw = c.take(nval.checked_mul(4).unwrap_or(usize::MAX), &field)?;
+        let raw = c.take(nval.saturating_mul(4), &field)?;
         let in_sum2: Vec<f32> = raw
             .chunks_exact(4)
             .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))

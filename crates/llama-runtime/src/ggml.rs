@@ -95,6 +95,13 @@ pub fn ggml_quantize(type_id: u32, src: &[f32], n_per_row: usize) -> Result<Vec<
     ggml_quantize_weighted(type_id, src, n_per_row, None)
 }
 
+/// Whether ggml's quantizer refuses `type_id` without importance weights
+/// (`ggml_quantize_requires_imatrix`: IQ2_XXS, IQ2_XS, IQ1_S).
+pub fn ggml_requires_imatrix(type_id: u32) -> bool {
+    // SAFETY: plain query on an id; ggml answers false for ids it does not know.
+    unsafe { sys::ggml_quantize_requires_imatrix(type_id) }
+}
+
 /// As [`ggml_quantize`], with importance weights: `n_per_row` floats that apply to every row
 /// (one matrix; llama-quant.cpp passes each expert its own slice). Types that ignore weights
 /// (Q8_0, the float types) give the same bytes either way.

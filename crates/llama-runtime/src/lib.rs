@@ -28,7 +28,10 @@ pub use context::{Context, ContextParams};
 pub use cpu::{
     backends_dir, cpu_backend, scores, variants, CpuBackend, BROKEN_VARIANTS, CPU_VARIANT_ENV,
 };
-pub use ggml::{ggml_quantize, ggml_quantize_weighted, ggml_to_float, type_traits, TypeTraits};
+pub use ggml::{
+    ggml_quantize, ggml_quantize_weighted, ggml_requires_imatrix, ggml_to_float, type_traits,
+    TypeTraits,
+};
 pub use gguf_c::{CGguf, CTensorInfo, CValue};
 pub use model::{Model, TokenizeError};
 pub use quantize::{quantize_model, quantize_plan, PlannedType, QuantizeImatrix};

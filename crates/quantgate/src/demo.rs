@@ -102,6 +102,7 @@ pub fn run(out: &Path, on_step: &mut dyn FnMut(&str)) -> Result<DemoRun> {
             ppl_text: None,
             base_model: Some(BASE_MODEL.into()),
             threads: Threads::DEFAULT,
+            imatrix: None,
         },
         on_step,
     )?;

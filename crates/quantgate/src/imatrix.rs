@@ -155,7 +155,7 @@ fn check_params(p: &ImatrixParams) -> Result<usize> {
         p.n_ctx
     );
     ensure!(
-        p.n_batch >= p.n_ctx && p.n_batch % p.n_ctx == 0,
+        p.n_batch >= p.n_ctx && p.n_batch.is_multiple_of(p.n_ctx),
         "-b {} must be a multiple of -c {} (chunks go side by side in one batch)",
         p.n_batch,
         p.n_ctx

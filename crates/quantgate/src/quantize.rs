@@ -154,7 +154,14 @@ pub fn quantize_with(
     threads: Threads,
     imatrix: Option<&Path>,
 ) -> Result<QuantizeReport> {
-    let LlamaFtype { name, id, base, .. } = target(ftype)?;
+    let t = target(ftype)?;
+    if t.requires_imatrix() && imatrix.is_none() {
+        bail!(
+            "{}: needs an importance matrix (llama-quantize refuses it without one): pass --imatrix FILE (quantgate imatrix makes one)",
+            t.name
+        );
+    }
+    let LlamaFtype { name, id, base, .. } = t;
     crate::paths::ensure_regular_file(input)?;
     let im = imatrix.map(crate::imatrix::load).transpose()?;
     // Validate the input with our reader first: a clear error beats llama.cpp's log.

@@ -10,6 +10,7 @@
 //! * [`repack`]: MLX repack vs a plain copy conversion (MB/s of source).
 //! * [`peer`]: llama-perplexity and llama-bench built with llama.cpp's default CMake.
 //! * [`inspect`]: `inspect` wall time on real files.
+//! * [`quant`]: KLD/PPL per quantization type, without and with an importance matrix.
 //! * [`scale`]: the whole pipeline once on a 7–8B model, against the goals of issue 30.
 
 pub mod convert;
@@ -17,6 +18,7 @@ pub mod dequant;
 pub mod inspect;
 pub mod peer;
 pub mod ppl;
+pub mod quant;
 pub mod repack;
 pub mod scale;
 pub mod speed;

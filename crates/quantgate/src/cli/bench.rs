@@ -142,6 +142,38 @@ pub enum BenchCommand {
         #[arg(short = 't', long, default_value_t = Threads::DEFAULT)]
         threads: Threads,
     },
+    /// KLD and PPL per quantization type against the F16 file, each type made without and
+    /// with an importance matrix (issue 32; docs/imatrix.md), as llama-perplexity
+    /// --kl-divergence measures them.
+    Quant {
+        /// The F16 GGUF every type is made from.
+        f16: PathBuf,
+        /// The importance matrix (from text disjoint from --file).
+        #[arg(long)]
+        imatrix: PathBuf,
+        /// Evaluation text (wikitext-2 test).
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// Types, comma-separated.
+        #[arg(
+            long,
+            default_value = "Q4_K_M,IQ4_XS,Q3_K_M,IQ3_M",
+            value_delimiter = ','
+        )]
+        types: Vec<String>,
+        /// 512-token chunks scored.
+        #[arg(long)]
+        chunks: Option<usize>,
+        /// Where the files go.
+        #[arg(long, default_value = "out/bench-quant")]
+        work: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Threads.
+        #[arg(short = 't', long, default_value_t = Threads::DEFAULT)]
+        threads: Threads,
+    },
     /// Wall time of `inspect` (open, validate, sha256, report) without --check-dequant.
     Inspect {
         /// GGUF files.
@@ -191,6 +223,34 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<Status> {
             threads,
         } => speed(&model, peer, (n_prompt, n_gen), (reps, rounds, threads)),
         BenchCommand::Inspect { files, reps } => inspect(&files, reps),
+        BenchCommand::Quant {
+            f16,
+            imatrix,
+            file,
+            types,
+            chunks,
+            work,
+            json,
+            threads,
+        } => {
+            let b = benchmarks::quant::QuantBench {
+                f16: &f16,
+                imatrix: &imatrix,
+                types: &types,
+                text: &file,
+                chunks,
+                threads,
+                work: &work,
+            };
+            let t = benchmarks::quant::run(&b, &mut |m| eprintln!("bench quant: {m}"))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&t)?);
+            } else {
+                print!("{}", benchmarks::quant::markdown(&t));
+                println!("runtime: {}", llama_runtime::build_info());
+            }
+            Ok(Status::Success)
+        }
         BenchCommand::Scale {
             hf_dir,
             work,

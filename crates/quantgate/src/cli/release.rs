@@ -29,6 +29,10 @@ pub struct Args {
     /// Text for each lossy file's PPL against the source (e.g. wiki.test.raw).
     #[arg(long, value_name = "FILE")]
     ppl_text: Option<PathBuf>,
+    /// The importance matrix the files with `quantize.imatrix.*` keys were made with: each is
+    /// then checked byte for byte with its weights (docs/imatrix.md), and the card names it.
+    #[arg(long, value_name = "FILE")]
+    imatrix: Option<PathBuf>,
     /// The source's hub id for the card's base_model (e.g. HuggingFaceTB/SmolLM2-135M-Instruct).
     #[arg(long)]
     base_model: Option<String>,
@@ -62,6 +66,7 @@ pub fn run(a: Args) -> anyhow::Result<Status> {
         ppl_text: a.ppl_text,
         base_model: a.base_model,
         threads: a.threads,
+        imatrix: a.imatrix,
     };
     // SIGINT/SIGTERM stop between steps: the staging folder is removed on the way out.
     quantgate::interrupt::install();

@@ -119,6 +119,7 @@ fn gates(s: &mut String, f: &ReleasedFile) {
             l.positions, l.min_cosine, l.top1_agreement, l.mean_kld
         );
     }
+    imatrix_line(s, f);
     for b in &v.blockers {
         let _ = writeln!(
             s,
@@ -128,6 +129,64 @@ fn gates(s: &mut String, f: &ReleasedFile) {
     }
     quality(s, f);
     s.push('\n');
+}
+
+/// How Gate 1 treated an imatrix quant (docs/imatrix.md): checked with its imatrix, or the
+/// named limitation when the release was built without it.
+fn imatrix_line(s: &mut String, f: &ReleasedFile) {
+    use crate::verify::imatrix::{ImatrixStatus, MAX_UNDECIDED_RMS_RATIO};
+    let im = &f.verify.gate1_imatrix;
+    let dataset = im
+        .keys
+        .get(gguf::keys::quantize::IMATRIX_DATASET)
+        .map_or("(not named)", String::as_str);
+    let _ = match (im.status, &im.given) {
+        (ImatrixStatus::Checked, Some(g)) => writeln!(
+            s,
+            "- Importance matrix: `{}` (sha256 `{}`, {} entries, {} chunks of dataset `{dataset}`); every tensor re-made with its weights, byte for byte.",
+            g.file, g.sha256, g.entries, g.chunks
+        ),
+        (ImatrixStatus::NotGiven, _) => writeln!(
+            s,
+            "- Importance matrix (dataset `{dataset}`) **not available to the check**: {} tensors were not re-made byte for byte; each is within {MAX_UNDECIDED_RMS_RATIO} × the RMS error of the unweighted encoding, and Gate 2 judged their stored values.",
+            im.undecided.len()
+        ),
+        _ => Ok(()),
+    };
+}
+
+/// The quality table of a release with imatrix quants: each lossy file's mean KLD and PPL ratio
+/// against the source, with the imatrix named per file.
+fn imatrix_quality_table(s: &mut String, r: &ReleaseReport) {
+    use crate::verify::imatrix::ImatrixStatus;
+    if r.files
+        .iter()
+        .all(|f| f.verify.gate1_imatrix.status == ImatrixStatus::None)
+    {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n## Quality with and without the importance matrix\n\n| file | ftype | imatrix | mean KLD | PPL ratio |\n|---|---|---|---:|---:|"
+    );
+    for f in &r.files {
+        let Some(q) = &f.verify.quality else { continue };
+        let im = &f.verify.gate1_imatrix;
+        let which = match &im.given {
+            Some(g) => format!("`{}…`", &g.sha256[..g.sha256.len().min(12)]),
+            None if im.status == ImatrixStatus::None => "none".into(),
+            None => "yes (not given)".into(),
+        };
+        let ppl = q
+            .ppl
+            .as_ref()
+            .map_or("—".into(), |p| format!("{:.4}", p.ratio));
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {which} | {:.6} | {ppl} |",
+            f.name, f.ftype, q.logits.mean_kld
+        );
+    }
 }
 
 fn quality(s: &mut String, f: &ReleasedFile) {
@@ -266,6 +325,7 @@ pub fn model_card(r: &ReleaseReport) -> String {
     }
     let _ = writeln!(s, "## Files\n");
     files_table(&mut s, r);
+    imatrix_quality_table(&mut s, r);
     let _ = writeln!(s, "\n## Verification\n");
     for f in &r.files {
         gates(&mut s, f);

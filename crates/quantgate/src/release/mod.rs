@@ -50,6 +50,9 @@ pub struct ReleaseOptions {
     pub base_model: Option<String>,
     /// llama.cpp threads (fixed: llama.cpp's outputs are reproducible for one thread count).
     pub threads: Threads,
+    /// The importance matrix of the files with `quantize.imatrix.*` keys (verify `--imatrix`
+    /// for those files only; the others were made without one).
+    pub imatrix: Option<PathBuf>,
 }
 
 /// One shipped GGUF.
@@ -244,6 +247,11 @@ fn file_name(p: &Path) -> Result<String> {
 /// Verifies one GGUF and measures its fingerprint; returns it with the timing removed from
 /// the report.
 fn verify_one(opts: &ReleaseOptions, g: &Path) -> Result<(ReleasedFile, f64)> {
+    let keyed = gguf::Header::read_infos(g)
+        .with_context(|| format!("{}", g.display()))?
+        .metadata
+        .iter()
+        .any(|(k, _)| k.starts_with(gguf::keys::quantize::IMATRIX_PREFIX));
     let mut v = verify::verify(&VerifyOptions {
         hf_dir: opts.hf_dir.clone(),
         gguf: g.to_path_buf(),
@@ -253,7 +261,7 @@ fn verify_one(opts: &ReleaseOptions, g: &Path) -> Result<(ReleasedFile, f64)> {
         ppl_text: opts.ppl_text.clone(),
         threads: opts.threads,
         work_dir: None,
-        imatrix: None,
+        imatrix: opts.imatrix.clone().filter(|_| keyed),
     })?;
     // Costs vary by run; the release's reports are a function of their inputs.
     v.costs.clear();
@@ -351,6 +359,9 @@ fn command_line(opts: &ReleaseOptions) -> String {
     }
     if let Some(b) = &opts.base_model {
         c.push_str(&format!(" --base-model {b}"));
+    }
+    if let Some(m) = &opts.imatrix {
+        c.push_str(&format!(" --imatrix {}", m.display()));
     }
     c.push_str(&format!(" --threads {}", opts.threads));
     c

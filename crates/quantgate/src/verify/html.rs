@@ -111,6 +111,26 @@ pub(crate) fn verify_section(r: &VerifyReport) -> Result<String> {
         "<p>Gate 1: metadata {}/{} keys, tensors {}/{} bit-identical.</p>",
         g.metadata_matching, g.metadata_keys, g.bit_identical, g.tensors
     );
+    let im = &r.gate1_imatrix;
+    match im.status {
+        super::imatrix::ImatrixStatus::None => {}
+        super::imatrix::ImatrixStatus::Checked => {
+            let _ = writeln!(
+                s,
+                "<p>Gate 1 imatrix quant: checked with its imatrix (sha256 <code>{}</code>), every tensor re-made with its weights.</p>",
+                escape(im.given.as_ref().map_or("?", |g| g.sha256.as_str()))
+            );
+        }
+        super::imatrix::ImatrixStatus::NotGiven => {
+            let worst = im.undecided.iter().map(|u| u.ratio()).fold(0.0, f64::max);
+            let _ = writeln!(
+                s,
+                "<p><strong>Limitation:</strong> imatrix quant checked without its imatrix: {} tensors undecided byte for byte; worst RMS error {worst:.2} × the unweighted encoding's (bound {} ×).</p>",
+                im.undecided.len(),
+                super::imatrix::MAX_UNDECIDED_RMS_RATIO
+            );
+        }
+    }
     if let Some(v) = &r.gate2_vectors {
         let _ = writeln!(
             s,

@@ -8,9 +8,11 @@
 //!   `quantize.imatrix.file` is the path the quantizer was given, which names no content, so
 //!   a different name is a note;
 //! - keys and no imatrix: a tensor whose type takes weights (every block type but Q8_0) and
-//!   whose bytes are not the unweighted encoding cannot be decided. It is listed as
-//!   undecided, a named limitation, not a blocker; every other check still binds (the other
-//!   tensors byte for byte, Gate 2 on the exact stored values, a declared quality budget);
+//!   whose bytes are not the unweighted encoding cannot be decided byte for byte. It is listed
+//!   as undecided, a named limitation, and bounded: the RMS error of its stored values against
+//!   the source at most [`MAX_UNDECIDED_RMS_RATIO`] × that of the unweighted encoding, else an
+//!   `imatrix-undecided-error` blocker. Every other check still binds (the other tensors byte
+//!   for byte, Gate 2 on the exact stored values, a declared quality budget);
 //! - `--imatrix` for a file without the keys: an `imatrix-keys` blocker (the file does not say
 //!   it was quantized with one, so no tensor can be judged against its weights).
 
@@ -45,7 +47,66 @@ pub struct ImatrixSection {
     /// The imatrix given with `--imatrix`.
     pub given: Option<crate::imatrix::ImatrixUse>,
     /// Tensors whose bytes Gate 1 could not decide without the imatrix ([`ImatrixStatus::NotGiven`]).
-    pub undecided: Vec<String>,
+    pub undecided: Vec<UndecidedTensor>,
+}
+
+/// The bound on an undecided tensor (docs/imatrix.md, fixed 2026-12-06 before any imatrix
+/// quant was verified): RMS error of the stored values against the source ≤ this × the RMS
+/// error of ggml's unweighted encoding at the same type. An imatrix moves error between
+/// columns; a zeroed or re-scaled tensor exceeds it many times over.
+pub const MAX_UNDECIDED_RMS_RATIO: f64 = 2.0;
+
+/// A tensor Gate 1 could not re-make without the imatrix, and how far its values are from the
+/// source.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct UndecidedTensor {
+    /// The GGUF tensor name.
+    pub name: String,
+    /// Its ggml type.
+    pub ty: String,
+    /// RMS of (stored values read back by ggml − source values).
+    pub rms_stored: f64,
+    /// RMS of (ggml's unweighted encoding read back − source values).
+    pub rms_unweighted: f64,
+}
+
+impl UndecidedTensor {
+    /// `rms_stored / rms_unweighted` (1.0 when both are 0, infinite when only the first is).
+    pub fn ratio(&self) -> f64 {
+        if self.rms_unweighted > 0.0 {
+            self.rms_stored / self.rms_unweighted
+        } else if self.rms_stored > 0.0 {
+            f64::INFINITY
+        } else {
+            1.0
+        }
+    }
+
+    /// Its blocker when over [`MAX_UNDECIDED_RMS_RATIO`] (or not finite).
+    pub fn blocker(&self) -> Option<Blocker> {
+        let r = self.ratio();
+        (r.is_nan() || r > MAX_UNDECIDED_RMS_RATIO).then(|| {
+            Blocker::new(
+                BlockerCode::ImatrixUndecidedError,
+                &self.name,
+                format!(
+                    "imatrix quant checked without its imatrix: the stored {} values are {:.3e} RMS from the source, {r:.2} × the unweighted encoding's {:.3e} (bound {MAX_UNDECIDED_RMS_RATIO} ×)",
+                    self.ty, self.rms_stored, self.rms_unweighted
+                ),
+            )
+        })
+    }
+}
+
+/// RMS of `a − b` over their common length, in f64.
+pub fn rms_diff(a: &[f32], b: &[f32]) -> f64 {
+    let n = a.len().min(b.len()).max(1);
+    let s: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (*x as f64 - *y as f64).powi(2))
+        .sum();
+    (s / n as f64).sqrt()
 }
 
 /// Whether ggml's quantizer uses importance weights for `ty` (`ggml_quantize_chunk`: every
@@ -210,5 +271,23 @@ mod tests {
         let s = check_keys(&[], Some(&loaded(1, 1, "x")), &mut b, &mut n);
         assert_eq!((s.status, b.len()), (ImatrixStatus::None, 1));
         assert!(takes_weights(gguf::GgmlType::Q4_K) && !takes_weights(gguf::GgmlType::Q8_0));
+    }
+
+    #[test]
+    fn undecided_bound() {
+        let t = |s: f64, u: f64| UndecidedTensor {
+            name: "blk.0.ffn_down.weight".into(),
+            ty: "q4_K".into(),
+            rms_stored: s,
+            rms_unweighted: u,
+        };
+        assert!(t(0.02, 0.01).blocker().is_none());
+        let b = t(0.0201, 0.01).blocker().unwrap();
+        assert_eq!(b.code, BlockerCode::ImatrixUndecidedError);
+        assert!(b.detail.contains("2.01"), "{}", b.detail);
+        assert!(t(0.0, 0.0).blocker().is_none());
+        assert!(t(1e-9, 0.0).blocker().is_some());
+        assert!(t(f64::NAN, 0.01).blocker().is_some());
+        assert!((rms_diff(&[1.0, 2.0], &[1.0, 0.0]) - 2f64.sqrt()).abs() < 1e-12);
     }
 }

@@ -87,6 +87,10 @@ pub enum BlockerCode {
     /// Gate 1: the file's `quantize.imatrix.*` keys do not name the imatrix given with
     /// `--imatrix`, or an imatrix was given for a file without them ([`super::imatrix`]).
     ImatrixKeys,
+    /// Gate 1: an imatrix quant checked without its imatrix has a tensor whose stored values
+    /// are further from the source than the bound allows
+    /// ([`super::imatrix::MAX_UNDECIDED_RMS_RATIO`]).
+    ImatrixUndecidedError,
     /// Gate 2: a quality item of the protocol's `[budget.FTYPE]` exceeded or not measured.
     QualityBudget,
     /// Gate 2: llama.cpp refuses to load the file (its own error line in the detail).
@@ -157,7 +161,8 @@ impl BlockerCode {
             | AffineFields
             | AffineValues
             | FallbackBits
-            | ImatrixKeys => 1,
+            | ImatrixKeys
+            | ImatrixUndecidedError => 1,
             QualityBudget | LlamaLoad | ArchitectureMismatch | NonFinite | TokenizerNoMode
             | TokenizerStress | VectorsCosine | VectorsTop1 | VectorsPooling
             | LogitsNotMeasured | LogitsCosine | LogitsTop1 | LogitsKld | ExpertRouting => 2,

@@ -74,6 +74,7 @@ fn gate1(s: &mut String, r: &VerifyReport) {
         "- metadata keys matching: {}/{}",
         r.gate1.metadata_matching, r.gate1.metadata_keys
     );
+    imatrix_lines(s, r);
     if let Some(a) = &r.gate1_affine {
         let _ = writeln!(
             s,
@@ -81,6 +82,36 @@ fn gate1(s: &mut String, r: &VerifyReport) {
             a.modules, a.rule, a.fields_identical, a.exact_tensors, a.values_identical, a.exact_tensors,
             a.fallback_identical, a.fallback_tensors, a.ggml_to_float_agrees, a.ggml_to_float_checked
         );
+    }
+}
+
+/// Gate 1's importance-matrix lines (docs/imatrix.md), for a file with `quantize.imatrix.*` keys.
+fn imatrix_lines(s: &mut String, r: &VerifyReport) {
+    use super::imatrix::ImatrixStatus;
+    let im = &r.gate1_imatrix;
+    let keys: Vec<String> = im.keys.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    match im.status {
+        ImatrixStatus::None => {}
+        ImatrixStatus::Checked => {
+            let g = im.given.as_ref();
+            let _ = writeln!(
+                s,
+                "- imatrix quant, checked with its imatrix `{}` (sha256 `{}`): every tensor re-made with its weights; keys: {}",
+                g.map_or("?", |g| g.file.as_str()),
+                g.map_or("?", |g| g.sha256.as_str()),
+                keys.join(", ")
+            );
+        }
+        ImatrixStatus::NotGiven => {
+            let worst = im.undecided.iter().map(|u| u.ratio()).fold(0.0, f64::max);
+            let _ = writeln!(
+                s,
+                "- imatrix quant, checked **without** its imatrix (limitation): {} tensors undecided byte for byte, worst RMS error {worst:.2} × the unweighted encoding's (bound {} ×); keys: {}",
+                im.undecided.len(),
+                super::imatrix::MAX_UNDECIDED_RMS_RATIO,
+                keys.join(", ")
+            );
+        }
     }
 }
 

@@ -14,6 +14,7 @@ mod golden_quantize;
 mod hf_v5;
 mod house;
 mod image;
+mod imatrix;
 mod llama3;
 mod mlx_convert;
 mod packed_convert;

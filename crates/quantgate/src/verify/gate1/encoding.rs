@@ -11,6 +11,7 @@ use super::row_blocks;
 use super::source_maps::SourceMaps;
 use crate::imatrix::Weights;
 use crate::source::{arch, hf::HfDir};
+use crate::verify::imatrix::{rms_diff, UndecidedTensor};
 use crate::verify::outcome::{Blocker, BlockerCode};
 
 /// How an imatrix quant's tensors are encoded.
@@ -57,9 +58,14 @@ pub struct Target<'a> {
     pub weights: Option<&'a [f32]>,
 }
 
-/// The bytes ggml's encoding of the reference's values of `t`'s sources should give; with
-/// `via`, of those values after ggml's round trip through that float type.
-pub fn expected_bytes(t: &Target, via: Option<GgmlType>, maps: &mut SourceMaps) -> Result<Vec<u8>> {
+/// The reference's values of `t`'s sources as the file should hold them before encoding
+/// (rows dropped, norm shift, Q/K permutation); with `via`, after ggml's round trip through
+/// that float type. Length: the tensor's element count.
+pub fn expected_values(
+    t: &Target,
+    via: Option<GgmlType>,
+    maps: &mut SourceMaps,
+) -> Result<Vec<f32>> {
     let mut x = Vec::new();
     for &j in t.members {
         x.extend(maps.load_f32(j)?);
@@ -87,7 +93,37 @@ pub fn expected_bytes(t: &Target, via: Option<GgmlType>, maps: &mut SourceMaps) 
         };
         x = crate::source::permute::permute_qk(&x, rows, heads);
     }
-    row_blocks::encode(&x, t.ty, ne0, &t.info.name, t.weights)
+    Ok(x)
+}
+
+/// The bytes ggml's encoding of [`expected_values`] should give.
+pub fn expected_bytes(t: &Target, via: Option<GgmlType>, maps: &mut SourceMaps) -> Result<Vec<u8>> {
+    let x = expected_values(t, via, maps)?;
+    row_blocks::encode(&x, t.ty, t.ne_src[0] as usize, &t.info.name, t.weights)
+}
+
+/// An undecided tensor's distance from its source: `stored` and `unweighted` (ggml's
+/// encoding without weights) read back by ggml's `to_float`, each against
+/// [`expected_values`] ([`crate::verify::imatrix::MAX_UNDECIDED_RMS_RATIO`] judges it).
+pub fn undecided_error(
+    t: &Target,
+    stored: &[u8],
+    unweighted: &[u8],
+    maps: &mut SourceMaps,
+) -> Result<UndecidedTensor> {
+    let x = expected_values(t, None, maps)?;
+    let back = |b: &[u8]| -> Result<Vec<f32>> {
+        let mut y = vec![0f32; x.len()];
+        llama_runtime::ggml_to_float(t.ty.id(), b, &mut y)
+            .map_err(|e| anyhow::anyhow!("Gate 1: ggml cannot read {} back: {e}", t.info.name))?;
+        Ok(y)
+    };
+    Ok(UndecidedTensor {
+        name: t.info.name.clone(),
+        ty: t.ty.to_string(),
+        rms_stored: rms_diff(&back(stored)?, &x),
+        rms_unweighted: rms_diff(&back(unweighted)?, &x),
+    })
 }
 
 /// The float type (F16, BF16) whose round trip makes the expected encoding equal `stored`,

@@ -287,11 +287,17 @@ pub(super) fn run(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result
         &mut im.undecided,
         g1,
     )?;
-    if !im.undecided.is_empty() {
+    if let Some(worst) = im
+        .undecided
+        .iter()
+        .max_by(|a, b| a.ratio().total_cmp(&b.ratio()))
+    {
         f.notes.push(format!(
-            "imatrix quant without its imatrix: Gate 1 could not re-make {} tensors (e.g. {}); their stored values are judged by Gate 2 and the quality section only (pass --imatrix FILE for the byte check)",
+            "limitation: imatrix quant checked without its imatrix: Gate 1 could not re-make {} tensors byte for byte; their RMS error against the source is at most {:.2} × the unweighted encoding's ({}; bound {} ×), and Gate 2 judges their stored values (pass --imatrix FILE for the byte check)",
             im.undecided.len(),
-            im.undecided[0]
+            worst.ratio(),
+            worst.name,
+            crate::verify::imatrix::MAX_UNDECIDED_RMS_RATIO
         ));
     }
     out.imatrix = im;

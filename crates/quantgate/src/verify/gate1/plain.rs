@@ -14,13 +14,16 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::common::read_stored;
-use super::encoding::{bits_blocker, expected_bytes, via_intermediate, Target, Weighting};
+use super::encoding::{
+    bits_blocker, expected_bytes, undecided_error, via_intermediate, Target, Weighting,
+};
 use super::row_blocks;
 use super::source_maps::SourceMaps;
 use crate::source::{
     arch,
     hf::{HfDir, SourceTensor},
 };
+use crate::verify::imatrix::UndecidedTensor;
 use crate::verify::outcome::{Blocker, BlockerCode};
 
 /// Gate 1's measurements.
@@ -422,7 +425,7 @@ pub fn check_tensors(
     covered: &super::common::Covered,
     w: Weighting,
     blockers: &mut Vec<Blocker>,
-    undecided: &mut Vec<String>,
+    undecided: &mut Vec<UndecidedTensor>,
     r: &mut Gate1Report,
 ) -> Result<()> {
     let infos = uncovered(c, covered);
@@ -499,7 +502,11 @@ pub fn check_tensors(
                 r.bit_identical += 1;
                 *r.via_intermediate.entry(t.to_string()).or_default() += 1;
             }
-            None if w.undecided(info, ty) => undecided.push(info.name.clone()),
+            None if w.undecided(info, ty) => {
+                let u = undecided_error(&t, &stored, &expected, &mut maps)?;
+                blockers.extend(u.blocker());
+                undecided.push(u);
+            }
             None => {
                 let names: Vec<&str> = members
                     .iter()

@@ -55,7 +55,12 @@ pub fn encode(
     if ty == GgmlType::F32 {
         return Ok(x.iter().flat_map(|v| v.to_le_bytes()).collect());
     }
-    let Some(w) = weights else {
+    // Types ggml cannot encode without weights (IQ2_XXS, IQ2_XS, IQ1_S) are only ever made
+    // with an imatrix; checked without it, unit weights give the unweighted encoding's
+    // stand-in (the bound of an undecided tensor, docs/imatrix.md).
+    let unit = (weights.is_none() && llama_runtime::ggml_requires_imatrix(ty.id()))
+        .then(|| vec![1f32; row]);
+    let Some(w) = weights.or(unit.as_deref()) else {
         return llama_runtime::ggml_quantize(ty.id(), x, row)
             .map_err(|e| anyhow::anyhow!("Gate 1: ggml cannot encode {name} as {ty}: {e}"));
     };
