@@ -81,6 +81,7 @@ fn render(r: &VerifyReport) {
         "gate 1: {}/{} tensors bit-identical, {}/{} metadata keys match",
         r.gate1.bit_identical, r.gate1.tensors, r.gate1.metadata_matching, r.gate1.metadata_keys
     );
+    render_imatrix(&r.gate1_imatrix);
     if let Some(t) = &r.gate2_tokenizer {
         let modes: Vec<String> = t.matching_modes.iter().map(|m| m.to_string()).collect();
         println!(
@@ -136,5 +137,22 @@ fn render_logits(r: &VerifyReport) {
             "quality against the source (the file as shipped vs the reference on the HF weights; reported, not judged): min cosine {:.6}, argmax agreement {:.4}, mean KLD {:.6}",
             l.min_cosine, l.top1_agreement, l.mean_kld
         );
+    }
+}
+
+/// Gate 1's imatrix line (docs/imatrix.md), for a file with `quantize.imatrix.*` keys.
+fn render_imatrix(im: &verify::imatrix::ImatrixSection) {
+    use verify::imatrix::{ImatrixStatus, MAX_UNDECIDED_RMS_RATIO};
+    match (im.status, &im.given) {
+        (ImatrixStatus::Checked, Some(g)) => println!(
+            "gate 1 imatrix: every tensor re-made with the weights of {} (sha256 {})",
+            g.file, g.sha256
+        ),
+        (ImatrixStatus::NotGiven, _) => println!(
+            "gate 1 imatrix: not given (limitation): {} tensors undecided byte for byte, worst RMS error {:.2} × the unweighted encoding's (bound {MAX_UNDECIDED_RMS_RATIO} ×)",
+            im.undecided.len(),
+            im.undecided.iter().map(|u| u.ratio()).fold(0.0, f64::max)
+        ),
+        _ => {}
     }
 }
