@@ -59,6 +59,8 @@ pub struct QuantRow {
 /// The table: the F16 base's PPL and one row per (type, with/without).
 #[derive(Clone, Debug, Serialize)]
 pub struct QuantTable {
+    /// llama.cpp pin and the CPU backend variant that ran (results depend on both).
+    pub runtime: String,
     pub f16: String,
     pub imatrix: String,
     pub imatrix_sha256: String,
@@ -127,6 +129,7 @@ pub fn run(b: &QuantBench, on_step: &mut dyn FnMut(&str)) -> Result<QuantTable> 
         }
     }
     Ok(QuantTable {
+        runtime: llama_runtime::build_info().to_string(),
         f16: b.f16.display().to_string(),
         imatrix: b.imatrix.display().to_string(),
         imatrix_sha256: crate::hash::sha256_file(b.imatrix)?,

@@ -247,7 +247,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<Status> {
                 println!("{}", serde_json::to_string_pretty(&t)?);
             } else {
                 print!("{}", benchmarks::quant::markdown(&t));
-                println!("runtime: {}", llama_runtime::build_info());
+                println!("runtime: {}", t.runtime);
             }
             Ok(Status::Success)
         }

@@ -388,3 +388,60 @@ fn legacy_dat_imatrix_reads_and_quantizes_as_llama_quantize() {
         "llama-quantize's bytes with the .dat"
     );
 }
+
+/// The seeded Qwen3-MoE fixture (2 layers, 16 experts, 8 used): per-expert statistics
+/// (MUL_MAT_ID) and per-expert weights in the quantizer. Peer: the same commands and host as
+/// above (testdata/imatrix/Qwen3-30B-A3B-2L-seeded.imatrix.gguf).
+const MOE_PEER_IMATRIX_SHA256: &str =
+    "43f184a93205543c2a659897adfc069089be3c56130328078cb17ae38a0efb46";
+const MOE_OURS_HASWELL_SHA256: &str =
+    "70d7acf131646b6159da7248cacc6ce57725aece8398c740a484096502de4853";
+const MOE_PEER_Q4_K_M_SHA256: &str =
+    "51e8f49c53e5935cf6e1ca4e70168a7abae2f70f6bcd1e1b070de89c212d5aa5";
+
+#[test]
+fn moe_imatrix_is_per_expert_and_equals_the_peers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    common::convert_to(
+        &common::hf("Qwen3-30B-A3B-2L-seeded"),
+        &dir.join("F16.gguf"),
+        OutType::F16,
+        false,
+    );
+    contexts(dir);
+    let ours = imatrix_in(dir, "haswell", "haswell.imatrix.gguf");
+    let m = gguf::imatrix::Imatrix::read(&ours).unwrap();
+    assert_eq!(m.entries.len(), 16);
+    let e = &m.entries["blk.1.ffn_down_exps.weight"];
+    assert_eq!((e.in_sum2.len(), e.counts.len()), (768 * 16, 16));
+    // 8 of 16 experts per token: the counts add up to 8 × the 4096 tokens of 8 chunks.
+    assert_eq!(e.counts.iter().sum::<f32>(), 8.0 * 4096.0);
+    assert_eq!(m.entries["blk.0.attn_q.weight"].counts, vec![4096.0]);
+    assert_eq!(
+        sha256(&ours),
+        MOE_OURS_HASWELL_SHA256,
+        "haswell (own regression)"
+    );
+    if llama_runtime::scores()
+        .iter()
+        .any(|(v, s)| v == "zen4" && *s > 0)
+    {
+        let z = imatrix_in(dir, "zen4", "zen4.imatrix.gguf");
+        assert_eq!(
+            sha256(&z),
+            MOE_PEER_IMATRIX_SHA256,
+            "zen4: llama-imatrix's bytes"
+        );
+    }
+    let peer = common::repo().join("testdata/imatrix/Qwen3-30B-A3B-2L-seeded.imatrix.gguf");
+    assert_eq!(sha256(&peer), MOE_PEER_IMATRIX_SHA256);
+    std::fs::copy(&peer, dir.join("imatrix.gguf")).unwrap();
+    let r = quantize_in(dir, "Q4_K_M");
+    assert_eq!(r["gate1"]["pass"], true, "{}", r["gate1"]);
+    assert_eq!(
+        sha256(&dir.join("Q4_K_M.gguf")),
+        MOE_PEER_Q4_K_M_SHA256,
+        "llama-quantize's bytes"
+    );
+}
