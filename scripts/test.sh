@@ -17,6 +17,8 @@ done
 # The sweep tests (tests/it/sweep*.rs): kubernetes-validate with Kubernetes 1.37's schemas
 # (hash-pinned), and a real single-node Slurm (munge, slurmctld, slurmd), stopped on exit.
 scripts/kubernetes-validate.sh >/dev/null
+# The signing interop test (tests/it/signing.rs): the model-signing library, hash-pinned.
+scripts/model-signing.sh >/dev/null
 # Build every test target once (not the examples: debugging tools no test runs), then run each test executable from its package folder (as
 # cargo test does) with libtest's --report-time, which prints each test's wall time. The flag is
 # unstable: RUSTC_BOOTSTRAP=1 is set for the test processes only, never for cargo, so nothing

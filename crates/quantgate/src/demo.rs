@@ -103,6 +103,7 @@ pub fn run(out: &Path, on_step: &mut dyn FnMut(&str)) -> Result<DemoRun> {
             base_model: Some(BASE_MODEL.into()),
             threads: Threads::DEFAULT,
             imatrix: None,
+            sign: None,
         },
         on_step,
     )?;

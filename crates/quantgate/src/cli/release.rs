@@ -36,6 +36,14 @@ pub struct Args {
     /// The source's hub id for the card's base_model (e.g. HuggingFaceTB/SmolLM2-135M-Instruct).
     #[arg(long)]
     base_model: Option<String>,
+    /// ECDSA P-256 private key (PEM): sign the folder as model.sig (OpenSSF model-signing
+    /// v1.0; `model_signing verify key` checks it).
+    #[arg(long, value_name = "KEY")]
+    sign: Option<PathBuf>,
+    /// With --check: the public key (PEM) the folder must be signed with; its model.sig is
+    /// checked before anything else.
+    #[arg(long, value_name = "PUBKEY", requires = "check")]
+    trust: Option<PathBuf>,
     /// Re-run Gate 3 on an existing release folder instead of building one.
     #[arg(long, value_name = "RELEASE_DIR", conflicts_with_all = ["hf", "gguf", "out"])]
     check: Option<PathBuf>,
@@ -47,7 +55,8 @@ pub struct Args {
 /// Builds (or checks) a release; exit 0 for GO, 1 for NO-GO.
 pub fn run(a: Args) -> anyhow::Result<Status> {
     if let Some(dir) = a.check {
-        let (verdict, g3) = release::check(&dir, a.threads)?;
+        let (verdict, g3, provenance) = release::check(&dir, a.threads, a.trust.as_deref())?;
+        println!("provenance: {provenance}");
         render_gate3(&g3);
         println!("{verdict}");
         return Ok(Status::from_pass(verdict == Verdict::Go));
@@ -67,6 +76,7 @@ pub fn run(a: Args) -> anyhow::Result<Status> {
         base_model: a.base_model,
         threads: a.threads,
         imatrix: a.imatrix,
+        sign: a.sign,
     };
     // SIGINT/SIGTERM stop between steps: the staging folder is removed on the way out.
     quantgate::interrupt::install();

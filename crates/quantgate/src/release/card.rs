@@ -304,7 +304,22 @@ fn reproduce(s: &mut String, r: &ReleaseReport) {
     );
     let _ = writeln!(s, "- `{}`", r.command);
     let _ = writeln!(s, "- Check this folder: `sha256sum -c SHA256SUMS`, then `quantgate release --check .` (Gate 3: hashes and llama.cpp re-measured on these bytes).");
-    let _ = writeln!(s, "- `receipt.json` (not covered by SHA256SUMS) holds when this folder was built, the timings and its Gate 3 result.\n");
+    let _ = writeln!(s, "- `receipt.json` (not covered by SHA256SUMS) holds when this folder was built, the timings and its Gate 3 result.");
+    match &r.signed_by {
+        Some(k) => {
+            let _ = writeln!(
+                s,
+                "- Signed: `model.sig` (OpenSSF model-signing v1.0, ECDSA P-256) by the key with fingerprint `{}` (sha256 of its public-key PEM). With that public key as `key.pub`, either of:\n  - `quantgate release --check . --trust key.pub`\n  - `model_signing verify key . --signature model.sig --public_key key.pub`\n",
+                k.fingerprint
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "- **Unsigned**: nothing here proves who made this folder; SHA256SUMS and report.json can be rewritten together.\n"
+            );
+        }
+    }
 }
 
 /// `README.md`: the model card.

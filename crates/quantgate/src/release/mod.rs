@@ -14,6 +14,7 @@
 pub mod card;
 pub mod consistency;
 mod html;
+pub mod sign;
 
 use std::path::{Path, PathBuf};
 
@@ -53,6 +54,8 @@ pub struct ReleaseOptions {
     /// The importance matrix of the files with `quantize.imatrix.*` keys (verify `--imatrix`
     /// for those files only; the others were made without one).
     pub imatrix: Option<PathBuf>,
+    /// ECDSA P-256 private key (PEM): the folder is signed as `model.sig` ([`sign`]).
+    pub sign: Option<PathBuf>,
 }
 
 /// One shipped GGUF.
@@ -98,6 +101,9 @@ pub struct ReleaseReport {
     pub files: Vec<ReleasedFile>,
     /// The command that reproduces the folder.
     pub command: String,
+    /// The key that signs the folder (`model.sig`), when `--sign` was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<sign::KeyId>,
 }
 
 /// A release run: the report written into the folder, Gate 3 and the package verdict.
@@ -122,6 +128,10 @@ pub struct ReleaseRun {
 /// renamed only when complete and hashed; on error nothing is left at `out`.
 pub fn release(opts: &ReleaseOptions, on_step: &mut dyn FnMut(&str)) -> Result<ReleaseRun> {
     check_options(opts)?;
+    // A key that cannot sign is refused before anything is verified.
+    if let Some(k) = &opts.sign {
+        sign::signing_key(k)?;
+    }
     let parent = match opts.out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -147,6 +157,14 @@ pub fn release(opts: &ReleaseOptions, on_step: &mut dyn FnMut(&str)) -> Result<R
     crate::interrupt::check()?;
     on_step("assemble");
     let report = assemble(opts, staging.path(), files)?;
+    if let Some(key) = &opts.sign {
+        on_step("sign");
+        let name = opts
+            .out
+            .file_name()
+            .map_or_else(|| "release".into(), |n| n.to_string_lossy().into_owned());
+        sign::sign(staging.path(), key, &name)?;
+    }
     crate::interrupt::check()?;
     on_step("gate 3");
     let gate3 = gate3(staging.path(), &report, opts.threads)?;
@@ -203,6 +221,7 @@ const RESERVED: &[&str] = &[
     REPORT_JSON,
     RECEIPT,
     sums::SHA256SUMS,
+    sums::SIGNATURE,
 ];
 
 fn check_options(opts: &ReleaseOptions) -> Result<()> {
@@ -329,6 +348,10 @@ fn assemble(opts: &ReleaseOptions, dir: &Path, files: Vec<ReleasedFile>) -> Resu
         source_files,
         command: command_line(opts),
         files,
+        signed_by: match &opts.sign {
+            Some(k) => Some(sign::fingerprint(sign::signing_key(k)?.verifying_key())?),
+            None => None,
+        },
     };
     write_file(&dir.join(REPORT_JSON), &serde_json::to_vec_pretty(&report)?)?;
     write_file(
@@ -362,6 +385,9 @@ fn command_line(opts: &ReleaseOptions) -> String {
     }
     if let Some(m) = &opts.imatrix {
         c.push_str(&format!(" --imatrix {}", m.display()));
+    }
+    if opts.sign.is_some() {
+        c.push_str(" --sign KEY");
     }
     c.push_str(&format!(" --threads {}", opts.threads));
     c
@@ -458,7 +484,32 @@ fn structure(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Blocker>) ->
 /// `release --check DIR`: Gate 3 on an existing release folder, against its own report.json.
 ///
 /// Errors: report.json missing or not a release report (naming the file).
-pub fn check(dir: &Path, threads: Threads) -> Result<(Verdict, Gate3)> {
+pub fn check(
+    dir: &Path,
+    threads: Threads,
+    trust: Option<&Path>,
+) -> Result<(Verdict, Gate3, sign::Provenance)> {
+    // The signature first: until it holds, report.json and SHA256SUMS are anyone's words.
+    if let Some(key) = trust {
+        let mut blockers = Vec::new();
+        let p = sign::provenance(dir, key, &mut blockers)?;
+        if !blockers.is_empty() {
+            let g3 = Gate3 {
+                files_hashed: 0,
+                files: Vec::new(),
+                blockers,
+            };
+            return Ok((Verdict::NoGo, g3, p));
+        }
+        let (v, g3) = check_unsigned(dir, threads)?;
+        return Ok((v, g3, p));
+    }
+    let (v, g3) = check_unsigned(dir, threads)?;
+    Ok((v, g3, sign::Provenance::NotChecked))
+}
+
+/// Gate 3 of `dir` against its own report.json, without the signature.
+fn check_unsigned(dir: &Path, threads: Threads) -> Result<(Verdict, Gate3)> {
     let p = dir.join(REPORT_JSON);
     let text = crate::paths::read_text_capped(&p, REPORT_MAX_BYTES)?;
     let report: ReleaseReport = serde_json::from_str(&text)

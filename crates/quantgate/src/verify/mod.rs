@@ -225,10 +225,9 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
     let mut costs = Vec::new();
     let mut inputs = vec![input_hash(&opts.gguf)?];
     let opened = open_sources(opts, &mut f)?;
+    // The imatrix's sha256 is recorded in `gate1_imatrix.given`, not here: `inputs` is the
+    // GGUF and the HF folder's files, which `release --check` holds the shipped copies against.
     inputs.extend(hash_hf_inputs(opts)?);
-    if let Some(p) = &opts.imatrix {
-        inputs.push(input_hash(p)?);
-    }
     let params = llama_runtime::ContextParams::embeddings(512, opts.threads.get());
     let (g1, g2, g3) = match opened {
         Some(s) => run_gates(opts, &s, &params, &thresholds, &mut costs, &mut f)?,

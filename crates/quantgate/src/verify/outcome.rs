@@ -121,6 +121,9 @@ pub enum BlockerCode {
     /// Gate 2 (MoE): llama.cpp routes tokens to other experts than the reference where the
     /// choice is clear, or too often at near-ties ([`super::routing`]).
     ExpertRouting,
+    /// Gate 3: `release --check --trust KEY`: `model.sig` missing, made with another key, not
+    /// verifying, or a file it signs changed, absent or added (`crate::release::sign`).
+    ReleaseSignature,
     /// Gate 3: the release folder's files are incomplete, or hold a GGUF that was not verified.
     ReleaseFiles,
     /// Gate 3 (release): a file differs from `SHA256SUMS`, is missing, or is not listed.
@@ -166,8 +169,8 @@ impl BlockerCode {
             QualityBudget | LlamaLoad | ArchitectureMismatch | NonFinite | TokenizerNoMode
             | TokenizerStress | VectorsCosine | VectorsTop1 | VectorsPooling
             | LogitsNotMeasured | LogitsCosine | LogitsTop1 | LogitsKld | ExpertRouting => 2,
-            ReleaseFiles | ReleaseSha256 | ReleaseNotVerified | ReleaseRemeasure
-            | ReleaseReport | ReleaseGates12 => 3,
+            ReleaseSignature | ReleaseFiles | ReleaseSha256 | ReleaseNotVerified
+            | ReleaseRemeasure | ReleaseReport | ReleaseGates12 => 3,
         }
     }
 }

@@ -445,3 +445,51 @@ fn moe_imatrix_is_per_expert_and_equals_the_peers() {
         "llama-quantize's bytes"
     );
 }
+
+/// A release of an imatrix quant, built with its imatrix: the card names the matrix (file,
+/// sha256, dataset) and carries the quality table with the imatrix column.
+#[test]
+fn release_card_names_the_imatrix_and_tables_quality() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    smollm2_f16(dir);
+    let im = dir.join("imatrix.gguf");
+    std::fs::copy(peer_imatrix(), &im).unwrap();
+    quantize_in(dir, "Q4_K_M");
+    let out = common::qg()
+        .current_dir(dir)
+        .args(["release", "--hf"])
+        .arg(common::hf("SmolLM2-135M-Instruct"))
+        .args([
+            "--gguf",
+            "Q4_K_M.gguf",
+            "-o",
+            "release",
+            "--imatrix",
+            "imatrix.gguf",
+        ])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        s.lines().last(),
+        Some("GO"),
+        "{s}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let card = std::fs::read_to_string(dir.join("release/README.md")).unwrap();
+    assert!(
+        card.contains(&format!(
+            "- Importance matrix: `imatrix.gguf` (sha256 `{PEER_IMATRIX_SHA256}`, 210 entries, 8 chunks of dataset `hellaswag-ctx.txt`)"
+        )),
+        "{card}"
+    );
+    assert!(card.contains("## Quality with and without the importance matrix"));
+    assert!(
+        card.contains(&format!(
+            "| `Q4_K_M.gguf` | Q4_K_M | `{}…` |",
+            &PEER_IMATRIX_SHA256[..12]
+        )),
+        "{card}"
+    );
+}

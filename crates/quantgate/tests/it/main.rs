@@ -31,6 +31,7 @@ mod release;
 mod scale;
 mod seed_a;
 mod setup_detection;
+mod signing;
 mod sweep;
 mod sweep_slurm;
 mod tokenizer_stress;

@@ -13,9 +13,12 @@ pub const SHA256SUMS: &str = "SHA256SUMS";
 /// The receipt of the run that built a release folder: its timestamps and timings (and the
 /// output path) differ between runs, so the manifest does not cover it.
 pub const RECEIPT: &str = "receipt.json";
-/// Files the manifest does not cover: itself, and the receipt of the run that built the folder
-/// (timestamps and timings, which differ between runs).
-pub const UNCOVERED: &[&str] = &[SHA256SUMS, RECEIPT];
+/// The release's signature (`release --sign`, `crate::release::sign`): it covers what the
+/// manifest covers, so the manifest cannot cover it.
+pub const SIGNATURE: &str = "model.sig";
+/// Files the manifest does not cover: itself, the receipt of the run that built the folder
+/// (timestamps and timings, which differ between runs), and the signature over the rest.
+pub const UNCOVERED: &[&str] = &[SHA256SUMS, RECEIPT, SIGNATURE];
 
 /// Every file under `dir` as a `/`-separated relative path, sorted, less [`UNCOVERED`].
 ///
