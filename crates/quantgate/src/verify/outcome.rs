@@ -122,7 +122,7 @@ pub enum BlockerCode {
     /// choice is clear, or too often at near-ties ([`super::routing`]).
     ExpertRouting,
     /// Gate 3: `release --check --trust KEY`: `model.sig` missing, made with another key, not
-    /// verifying, or a file it signs changed, absent or added (`crate::release::sign`).
+    /// verifying, or a file it signs changed, absent or added (`release::sign`).
     ReleaseSignature,
     /// Gate 3: the release folder's files are incomplete, or hold a GGUF that was not verified.
     ReleaseFiles,

@@ -13,7 +13,7 @@ pub const SHA256SUMS: &str = "SHA256SUMS";
 /// The receipt of the run that built a release folder: its timestamps and timings (and the
 /// output path) differ between runs, so the manifest does not cover it.
 pub const RECEIPT: &str = "receipt.json";
-/// The release's signature (`release --sign`, `crate::release::sign`): it covers what the
+/// The release's signature (`release --sign`, OpenSSF model-signing): it covers what the
 /// manifest covers, so the manifest cannot cover it.
 pub const SIGNATURE: &str = "model.sig";
 /// Files the manifest does not cover: itself, the receipt of the run that built the folder
