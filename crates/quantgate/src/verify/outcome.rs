@@ -85,11 +85,11 @@ pub enum BlockerCode {
     /// Gate 1: a declared fallback's bytes differ from its encoding.
     FallbackBits,
     /// Gate 1: the file's `quantize.imatrix.*` keys do not name the imatrix given with
-    /// `--imatrix`, or an imatrix was given for a file without them ([`super::imatrix`]).
+    /// `--imatrix`, or an imatrix was given for a file without them (docs/imatrix.md).
     ImatrixKeys,
     /// Gate 1: an imatrix quant checked without its imatrix has a tensor whose stored values
     /// are further from the source than the bound allows
-    /// ([`super::imatrix::MAX_UNDECIDED_RMS_RATIO`]).
+    /// (the bound in docs/imatrix.md).
     ImatrixUndecidedError,
     /// Gate 2: a quality item of the protocol's `[budget.FTYPE]` exceeded or not measured.
     QualityBudget,

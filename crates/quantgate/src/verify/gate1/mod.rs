@@ -287,19 +287,7 @@ pub(super) fn run(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result
         &mut im.undecided,
         g1,
     )?;
-    if let Some(worst) = im
-        .undecided
-        .iter()
-        .max_by(|a, b| a.ratio().total_cmp(&b.ratio()))
-    {
-        f.notes.push(format!(
-            "limitation: imatrix quant checked without its imatrix: Gate 1 could not re-make {} tensors byte for byte; their RMS error against the source is at most {:.2} × the unweighted encoding's ({}; bound {} ×), and Gate 2 judges their stored values (pass --imatrix FILE for the byte check)",
-            im.undecided.len(),
-            worst.ratio(),
-            worst.name,
-            crate::verify::imatrix::MAX_UNDECIDED_RMS_RATIO
-        ));
-    }
+    undecided_note(&im, &mut f.notes);
     out.imatrix = im;
     for (t, n) in &g1.via_intermediate {
         f.notes.push(format!(
@@ -322,4 +310,21 @@ fn quantized(
         return Ok(done);
     }
     mlx::check(gguf_path, c, hf, a, blockers)
+}
+
+/// The limitation note of an imatrix quant checked without its imatrix (docs/imatrix.md).
+fn undecided_note(im: &crate::verify::imatrix::ImatrixSection, notes: &mut Vec<String>) {
+    if let Some(worst) = im
+        .undecided
+        .iter()
+        .max_by(|a, b| a.ratio().total_cmp(&b.ratio()))
+    {
+        notes.push(format!(
+            "limitation: imatrix quant checked without its imatrix: Gate 1 could not re-make {} tensors byte for byte; their RMS error against the source is at most {:.2} × the unweighted encoding's ({}; bound {} ×), and Gate 2 judges their stored values (pass --imatrix FILE for the byte check)",
+            im.undecided.len(),
+            worst.ratio(),
+            worst.name,
+            crate::verify::imatrix::MAX_UNDECIDED_RMS_RATIO
+        ));
+    }
 }
