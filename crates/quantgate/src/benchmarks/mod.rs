@@ -9,12 +9,14 @@
 //! * [`verify`]: `verify` wall and peak RSS per model, against an earlier build.
 //! * [`repack`]: MLX repack vs a plain copy conversion (MB/s of source).
 //! * [`peer`]: llama-perplexity and llama-bench built with llama.cpp's default CMake.
+//! * [`gguf_hash`]: release manifests vs `llama-gguf-hash` (identical output, `--check`).
 //! * [`inspect`]: `inspect` wall time on real files.
 //! * [`quant`]: KLD/PPL per quantization type, without and with an importance matrix.
 //! * [`scale`]: the whole pipeline once on a 7–8B model, against the goals of issue 30.
 
 pub mod convert;
 pub mod dequant;
+pub mod gguf_hash;
 pub mod inspect;
 pub mod peer;
 pub mod ppl;

@@ -1,13 +1,13 @@
-//! The peer the benches compare against: `llama-perplexity`, `llama-bench`, `llama-imatrix`
-//! and `llama-quantize` built the way users build llama.cpp (its default CMake), from the
+//! The peer the benches compare against: `llama-perplexity`, `llama-bench`, `llama-imatrix`,
+//! `llama-quantize` and `llama-gguf-hash` built the way users build llama.cpp (its default CMake), from the
 //! llama.cpp sources quantgate pins.
 //! Built on first use into the cache folder (`$QUANTGATE_CACHE`, default
 //! `~/.cache/quantgate`), outside the clone, and reused.
 //!
 //! Sources: llama-cpp-sys-2 =0.1.161 ships a trimmed llama.cpp (`src/`, `ggml/`, `common/`
 //! but empty `tools/`). The tools' sources come from the llama-cpp-python 0.3.36 sdist
-//! (PyPI, sha256-pinned), whose `tools/perplexity`, `tools/llama-bench`, `tools/imatrix` and
-//! `tools/quantize` build against the pin's libraries unchanged (the pin's
+//! (PyPI, sha256-pinned), whose `tools/perplexity`, `tools/llama-bench`, `tools/imatrix`,
+//! `tools/quantize` and `examples/gguf-hash` build against the pin's libraries unchanged (the pin's
 //! `src/llama-quant.cpp` is the sdist's, byte for byte). Everything that computes (ggml kernels, llama graph, common) is
 //! the pin's.
 //!
@@ -51,6 +51,8 @@ pub struct PeerBuild {
     pub imatrix: PathBuf,
     /// `llama-quantize`.
     pub quantize: PathBuf,
+    /// `llama-gguf-hash` (per-tensor xxh64/sha1/sha256 manifests and `--check`).
+    pub gguf_hash: PathBuf,
     /// What was built and how, for every figure: sources, CMake options, the flags CMake
     /// chose (from its cache: GGML_NATIVE, BUILD_SHARED_LIBS, GGML_OPENMP, CMAKE_C_FLAGS).
     pub description: String,
@@ -74,7 +76,7 @@ pub fn cache_dir() -> Result<PathBuf> {
 /// sha256, or CMake fails (its log file is named).
 pub fn ensure(cache: &Path, log: &mut dyn FnMut(&str)) -> Result<PeerBuild> {
     let dir = cache.join("peer").join(format!(
-        "{}-tools4-lcp-0.3.36-default",
+        "{}-tools5-lcp-0.3.36-default",
         llama_runtime::LLAMA_CPP_SYS_PIN.replace(" =", "-")
     ));
     let stamp = dir.join("peer.json");
@@ -84,9 +86,15 @@ pub fn ensure(cache: &Path, log: &mut dyn FnMut(&str)) -> Result<PeerBuild> {
         .ok()
         .and_then(|t| serde_json::from_str::<PeerBuild>(&t).ok());
     let all = |p: &PeerBuild| {
-        [&p.perplexity, &p.bench, &p.imatrix, &p.quantize]
-            .iter()
-            .all(|b| b.is_file())
+        [
+            &p.perplexity,
+            &p.bench,
+            &p.imatrix,
+            &p.quantize,
+            &p.gguf_hash,
+        ]
+        .iter()
+        .all(|b| b.is_file())
     };
     if let Some(p) = done.filter(all) {
         return Ok(p);
@@ -125,7 +133,7 @@ pub fn ensure(cache: &Path, log: &mut dyn FnMut(&str)) -> Result<PeerBuild> {
             .args(TARGET_OPTS),
         &dir.join("configure.log"),
     )?;
-    log("peer: building llama-perplexity, llama-bench, llama-imatrix and llama-quantize");
+    log("peer: building llama-perplexity, llama-bench, llama-imatrix, llama-quantize, llama-gguf-hash");
     let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
     sh(
         Command::new("cmake")
@@ -133,7 +141,7 @@ pub fn ensure(cache: &Path, log: &mut dyn FnMut(&str)) -> Result<PeerBuild> {
             .arg(&build)
             .args(["-j", &jobs.to_string()])
             .args(["--target", "llama-perplexity", "llama-bench"])
-            .args(["llama-imatrix", "llama-quantize"]),
+            .args(["llama-imatrix", "llama-quantize", "llama-gguf-hash"]),
         &dir.join("build.log"),
     )?;
     let p = PeerBuild {
@@ -141,6 +149,7 @@ pub fn ensure(cache: &Path, log: &mut dyn FnMut(&str)) -> Result<PeerBuild> {
         bench: build.join("bin/llama-bench"),
         imatrix: build.join("bin/llama-imatrix"),
         quantize: build.join("bin/llama-quantize"),
+        gguf_hash: build.join("bin/llama-gguf-hash"),
         description: describe(&build)?,
         build_s: t0.elapsed().as_secs_f64(),
     };
@@ -173,8 +182,16 @@ fn fetch_sdist(cache: &Path, log: &mut dyn FnMut(&str)) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// The sdist's tools the peer builds (folders under `tools/`).
-const TOOLS: [&str; 4] = ["perplexity", "llama-bench", "imatrix", "quantize"];
+/// The sdist's programs the peer builds: (folder under the sdist's `vendor/llama.cpp/`, name
+/// under the tree's `tools/`). gguf-hash is an example upstream; the pin's `examples/` is
+/// empty, so it goes under `tools/` beside the others (it links only ggml and `vendor::hash`).
+const TOOLS: [(&str, &str); 5] = [
+    ("tools/perplexity", "perplexity"),
+    ("tools/llama-bench", "llama-bench"),
+    ("tools/imatrix", "imatrix"),
+    ("tools/quantize", "quantize"),
+    ("examples/gguf-hash", "gguf-hash"),
+];
 
 /// Replaces the tree's empty `tools/` with the sdist's [`TOOLS`], and a
 /// `tools/CMakeLists.txt` that adds only those.
@@ -188,20 +205,22 @@ fn add_tools(sdist: &Path, tree: &Path, dir: &Path) -> Result<()> {
             .arg("-C")
             .arg(&x)
             .arg("--wildcards")
-            .args(TOOLS.map(|t| format!("*/vendor/llama.cpp/tools/{t}/*"))),
+            .args(TOOLS.map(|(from, _)| format!("*/vendor/llama.cpp/{from}/*"))),
         &dir.join("tar.log"),
     )?;
-    let tools = x.join("llama_cpp_python-0.3.36/vendor/llama.cpp/tools");
-    for t in TOOLS {
-        let dst = tree.join("tools").join(t);
+    let lcp = x.join("llama_cpp_python-0.3.36/vendor/llama.cpp");
+    for (from, name) in TOOLS {
+        let dst = tree.join("tools").join(name);
         let _ = std::fs::remove_dir_all(&dst);
-        std::fs::rename(tools.join(t), &dst)?;
+        std::fs::rename(lcp.join(from), &dst)?;
     }
     std::fs::write(
         tree.join("tools/CMakeLists.txt"),
         format!(
             "find_package(Threads REQUIRED)\nllama_add_compile_flags()\n{}",
-            TOOLS.map(|t| format!("add_subdirectory({t})\n")).concat()
+            TOOLS
+                .map(|(_, t)| format!("add_subdirectory({t})\n"))
+                .concat()
         ),
     )?;
     let _ = std::fs::remove_dir_all(&x);

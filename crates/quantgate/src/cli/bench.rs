@@ -174,6 +174,16 @@ pub enum BenchCommand {
         #[arg(short = 't', long, default_value_t = Threads::DEFAULT)]
         threads: Threads,
     },
+    /// Each GGUF of a release folder: our `llama-gguf-hash` manifest against the peer's
+    /// `llama-gguf-hash --sha256` output (byte-identical?), the peer's `--check` on the
+    /// folder's manifest, and both wall times.
+    GgufHash {
+        /// A release folder (or any folder of `*.gguf` files).
+        dir: PathBuf,
+        /// A llama-gguf-hash binary to use instead of the default-CMake build.
+        #[arg(long)]
+        peer: Option<PathBuf>,
+    },
     /// Wall time of `inspect` (open, validate, sha256, report) without --check-dequant.
     Inspect {
         /// GGUF files.
@@ -223,6 +233,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<Status> {
             threads,
         } => speed(&model, peer, (n_prompt, n_gen), (reps, rounds, threads)),
         BenchCommand::Inspect { files, reps } => inspect(&files, reps),
+        BenchCommand::GgufHash { dir, peer } => gguf_hash(&dir, peer),
         BenchCommand::Quant {
             f16,
             imatrix,
@@ -405,6 +416,29 @@ fn peer_tool(
     let b = benchmarks::peer::ensure(&cache, &mut |m| eprintln!("{m}"))?;
     let d = format!("{} (built in {:.0} s)", b.description, b.build_s);
     Ok((pick(&b), d))
+}
+
+fn gguf_hash(dir: &Path, peer: Option<PathBuf>) -> anyhow::Result<Status> {
+    let (peer, built) = peer_tool(peer, |b| b.gguf_hash.clone())?;
+    let rows = benchmarks::gguf_hash::run(dir, &peer)?;
+    println!("bench gguf-hash: {}", dir.display());
+    println!("peer: llama-gguf-hash · {built}");
+    println!("| file | tensors | identical to the peer's --sha256 | peer --check exit | ours s | peer s | ours/peer |\n|---|---:|---|---:|---:|---:|---:|");
+    for r in &rows {
+        let check = r
+            .peer_check_exit
+            .map_or("no manifest".into(), |c| c.to_string());
+        println!(
+            "| {} | {} | {} | {check} | {:.3} | {:.3} | {:.2} |",
+            r.name,
+            r.tensors,
+            if r.identical { "yes" } else { "no" },
+            r.ours_s,
+            r.peer_s,
+            r.ours_s / r.peer_s.max(1e-9)
+        );
+    }
+    Ok(Status::Success)
 }
 
 fn ppl(

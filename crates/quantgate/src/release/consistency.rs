@@ -4,6 +4,7 @@
 //! - every hash report.json records (each verify report's inputs) against the shipped copy of
 //!   that file;
 //! - only the files a release writes or copies, under their known names;
+//! - each GGUF's `llama-gguf-hash` manifest against the GGUF's tensors ([`manifest`]);
 //! - each verify report's `thresholds_sha256` against its thresholds, and each recorded verdict
 //!   against its recorded figures (thresholds, budgets, Gate 1 counts, blockers).
 
@@ -11,7 +12,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::{sums, ReleaseReport, RECEIPT, REPORT_JSON};
+use super::{manifest, sums, ReleaseReport, RECEIPT, REPORT_JSON};
 use crate::source::shipped;
 use crate::verify::{self, Blocker, BlockerCode, Verdict, VerifyReport};
 
@@ -33,6 +34,15 @@ pub const WRITTEN: &[&str] = &[
 pub fn check(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Blocker>) -> Result<()> {
     known_files_only(dir, report, blockers)?;
     recorded_hashes(dir, report, blockers)?;
+    for f in &report.files {
+        if !dir.join(&f.name).is_file() {
+            continue; // named by Gate 3's file checks
+        }
+        if let Some(why) = manifest::mismatch(dir, &f.name)? {
+            let subject = manifest::file_name(&f.name);
+            blockers.push(Blocker::new(BlockerCode::ReleaseManifest, &subject, why));
+        }
+    }
     for f in &report.files {
         for why in inconsistencies(&f.verify, &f.sha256) {
             blockers.push(Blocker::new(
@@ -67,7 +77,10 @@ fn known_files_only(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Block
     );
     for rel in present {
         let known = WRITTEN.contains(&rel.as_str())
-            || report.files.iter().any(|f| f.name == rel)
+            || report
+                .files
+                .iter()
+                .any(|f| f.name == rel || manifest::file_name(&f.name) == rel)
             || (report.source_files.contains(&rel) && copied_ok(&rel));
         if !known {
             blockers.push(Blocker::new(

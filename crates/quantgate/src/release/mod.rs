@@ -1,6 +1,6 @@
 //! `quantgate release`: verify each GGUF against its HF source, assemble a release folder (the
-//! GGUFs, the source's license/config/tokenizer files, a model card, report.json/.md/.html and
-//! `SHA256SUMS`), then Gate 3 on the folder's own bytes. One verdict for the package.
+//! GGUFs with a `llama-gguf-hash` manifest each, the source's license/config/tokenizer files, a
+//! model card, report.json/.md/.html and `SHA256SUMS`), then Gate 3 on the folder's own bytes. One verdict for the package.
 //!
 //! Everything `SHA256SUMS` covers is a function of the inputs: the same inputs give a
 //! byte-identical folder. What differs between runs (timestamps, timings, the folder's own
@@ -14,6 +14,7 @@
 pub mod card;
 pub mod consistency;
 mod html;
+pub mod manifest;
 pub mod sign;
 
 use std::path::{Path, PathBuf};
@@ -249,7 +250,7 @@ fn check_options(opts: &ReleaseOptions) -> Result<()> {
     }
     let source = shipped::files_to_copy(&opts.hf_dir)?;
     for n in &names {
-        if RESERVED.contains(&n.as_str()) || source.contains(n) {
+        if RESERVED.contains(&n.as_str()) || source.contains(n) || n.ends_with(manifest::SUFFIX) {
             bail!("--gguf {n}: the release writes a file of that name itself; rename the GGUF");
         }
     }
@@ -323,6 +324,9 @@ fn verify_one(opts: &ReleaseOptions, g: &Path) -> Result<(ReleasedFile, f64)> {
 fn assemble(opts: &ReleaseOptions, dir: &Path, files: Vec<ReleasedFile>) -> Result<ReleaseReport> {
     for (g, f) in opts.ggufs.iter().zip(&files) {
         copy(g, &dir.join(&f.name))?;
+        // From the folder's copy: the manifest describes the bytes that ship.
+        let m = manifest::render(&dir.join(&f.name), &f.name)?;
+        write_file(&dir.join(manifest::file_name(&f.name)), m.as_bytes())?;
     }
     let source_files = shipped::files_to_copy(&opts.hf_dir)?;
     for rel in &source_files {

@@ -124,6 +124,9 @@ pub enum BlockerCode {
     /// Gate 3: `release --check --trust KEY`: `model.sig` missing, made with another key, not
     /// verifying, or a file it signs changed, absent or added (`release::sign`).
     ReleaseSignature,
+    /// Gate 3 (release): a GGUF's `llama-gguf-hash` manifest is missing or does not match its
+    /// tensors (`release::manifest`).
+    ReleaseManifest,
     /// Gate 3: the release folder's files are incomplete, or hold a GGUF that was not verified.
     ReleaseFiles,
     /// Gate 3 (release): a file differs from `SHA256SUMS`, is missing, or is not listed.
@@ -169,8 +172,8 @@ impl BlockerCode {
             QualityBudget | LlamaLoad | ArchitectureMismatch | NonFinite | TokenizerNoMode
             | TokenizerStress | VectorsCosine | VectorsTop1 | VectorsPooling
             | LogitsNotMeasured | LogitsCosine | LogitsTop1 | LogitsKld | ExpertRouting => 2,
-            ReleaseSignature | ReleaseFiles | ReleaseSha256 | ReleaseNotVerified
-            | ReleaseRemeasure | ReleaseReport | ReleaseGates12 => 3,
+            ReleaseSignature | ReleaseManifest | ReleaseFiles | ReleaseSha256
+            | ReleaseNotVerified | ReleaseRemeasure | ReleaseReport | ReleaseGates12 => 3,
         }
     }
 }
