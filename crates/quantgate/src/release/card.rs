@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use super::choose::{files_table, which_file};
 use super::{ReleaseReport, ReleasedFile};
 use crate::verify::Verdict;
 
@@ -71,20 +72,6 @@ fn front_matter(r: &ReleaseReport) -> String {
     y_list(&mut s, "datasets", &m.datasets);
     s.push_str("---\n");
     s
-}
-
-fn files_table(s: &mut String, r: &ReleaseReport) {
-    let _ = writeln!(
-        s,
-        "| file | ftype | bytes | bits per weight | sha256 | gates 1–2 |\n|---|---|---:|---:|---|---|"
-    );
-    for f in &r.files {
-        let _ = writeln!(
-            s,
-            "| `{}` | {} | {} | {:.2} | `{}` | {} |",
-            f.name, f.ftype, f.bytes, f.bits_per_weight, f.sha256, f.verify.verdict
-        );
-    }
 }
 
 fn gates(s: &mut String, f: &ReleasedFile) {
@@ -340,6 +327,8 @@ pub fn model_card(r: &ReleaseReport) -> String {
     }
     let _ = writeln!(s, "## Files\n");
     files_table(&mut s, r);
+    s.push('\n');
+    which_file(&mut s, r);
     imatrix_quality_table(&mut s, r);
     let _ = writeln!(s, "\n## Verification\n");
     for f in &r.files {

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use anyhow::Result;
 
-use super::ReleaseReport;
+use super::{choose, ReleaseReport};
 use crate::html::plots::{Chart, Series, Style};
 use crate::html::{badge, escape, figure, page};
 use crate::verify::html::verify_section;
@@ -84,24 +84,59 @@ pub fn release_page(r: &ReleaseReport) -> Result<String> {
         escape(&r.llama_cpp),
         r.threads
     );
-    body.push_str("<table><tr><th>file</th><th>ftype</th><th>bytes</th><th>bits/weight</th><th>sha256</th><th>gates 1–2</th></tr>\n");
-    for f in &r.files {
-        let _ = writeln!(
-            body,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td><code>{}</code></td><td>{}</td></tr>",
-            escape(&f.name),
-            escape(&f.ftype),
-            f.bytes,
-            f.bits_per_weight,
-            &f.sha256[..16.min(f.sha256.len())],
-            badge(f.verify.verdict)
-        );
-    }
-    body.push_str("</table>\n");
+    files_and_advice(&mut body, r);
     body += &release_charts(r)?;
     for f in &r.files {
         let _ = writeln!(body, "<h2>{} ({})</h2>", escape(&f.name), escape(&f.ftype));
         body += &verify_section(&f.verify)?;
     }
     Ok(page("quantgate release", &body))
+}
+
+/// The card's files table and "which file to choose" ([`choose`]), as HTML.
+fn files_and_advice(body: &mut String, r: &ReleaseReport) {
+    let (head, rows) = choose::table(r);
+    body.push_str("<table><tr>");
+    for h in &head {
+        let _ = write!(body, "<th>{}</th>", escape(h));
+    }
+    body.push_str("</tr>\n");
+    for row in rows {
+        body.push_str("<tr>");
+        for (h, c) in head.iter().zip(row) {
+            // The full hash is in the card and SHA256SUMS; 16 digits keep the table on screen.
+            let c = match c.get(..17) {
+                Some(short) if h == "sha256" => format!("{short}…`"),
+                _ => c,
+            };
+            let _ = write!(body, "<td>{}</td>", inline_code(&c));
+        }
+        body.push_str("</tr>\n");
+    }
+    body.push_str("</table>\n");
+    let (intro, items) = choose::advice(r);
+    let _ = writeln!(
+        body,
+        "<h2>Which file to choose</h2>\n<p>{}</p>\n<ul>",
+        inline_code(&intro)
+    );
+    for i in items {
+        let _ = writeln!(body, "<li>{}</li>", inline_code(&i));
+    }
+    body.push_str("</ul>\n");
+}
+
+/// `text` escaped, with Markdown's `inline code` spans as `<code>`.
+fn inline_code(text: &str) -> String {
+    escape(text)
+        .split('`')
+        .enumerate()
+        .map(|(i, part)| {
+            if i % 2 == 1 {
+                format!("<code>{part}</code>")
+            } else {
+                part.to_string()
+            }
+        })
+        .collect()
 }

@@ -12,9 +12,11 @@
 //! folder must hold by its report.json (`structure`, `consistency`).
 
 pub mod card;
+pub mod choose;
 pub mod consistency;
 mod html;
 pub mod manifest;
+pub mod ram;
 pub mod sign;
 
 use std::path::{Path, PathBuf};
@@ -76,6 +78,10 @@ pub struct ReleasedFile {
     pub verify: VerifyReport,
     /// llama.cpp's outputs on the verified file, which Gate 3 re-measures.
     pub fingerprint: Fingerprint,
+    /// The RAM it needs at the quality PPL's context ([`ram`]); measured for causal LMs when
+    /// a PPL text is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ram: Option<ram::Ram>,
 }
 
 /// The release report (`report.json`): reproducible from the inputs.
@@ -148,10 +154,14 @@ pub fn release(opts: &ReleaseOptions, on_step: &mut dyn FnMut(&str)) -> Result<R
         crate::interrupt::check()?;
         on_step(&format!("verify {}", g.display()));
         let t0 = std::time::Instant::now();
-        let (file, ms) = verify_one(opts, g)?;
+        let (file, ms, rss_kib) = verify_one(opts, g)?;
         timings.insert(
             file.name.clone(),
-            serde_json::json!({"verify_s": t0.elapsed().as_secs_f64(), "llama_ms_per_text": ms}),
+            serde_json::json!({
+                "verify_s": t0.elapsed().as_secs_f64(),
+                "llama_ms_per_text": ms,
+                "ram_peak_rss_kib": rss_kib,
+            }),
         );
         files.push(file);
     }
@@ -264,9 +274,9 @@ fn file_name(p: &Path) -> Result<String> {
         .with_context(|| format!("{}: no UTF-8 file name", p.display()))
 }
 
-/// Verifies one GGUF and measures its fingerprint; returns it with the timing removed from
-/// the report.
-fn verify_one(opts: &ReleaseOptions, g: &Path) -> Result<(ReleasedFile, f64)> {
+/// Verifies one GGUF and measures its fingerprint and RAM; returns it with the timing removed
+/// from the report, and the exact peak RSS (KiB) of the RAM run.
+fn verify_one(opts: &ReleaseOptions, g: &Path) -> Result<(ReleasedFile, f64, Option<u64>)> {
     let keyed = gguf::Header::read_infos(g)
         .with_context(|| format!("{}", g.display()))?
         .metadata
@@ -296,6 +306,10 @@ fn verify_one(opts: &ReleaseOptions, g: &Path) -> Result<(ReleasedFile, f64)> {
         fingerprint::Kind::Argmax
     };
     let fp = fingerprint::measure(g, kind, opts.threads)?;
+    let ram = match (&opts.ppl_text, &v.gate2_logits) {
+        (Some(text), Some(_)) => Some(ram::measure(g, text, opts.threads)?),
+        _ => None,
+    };
     let gg = gguf::Gguf::open(g).with_context(|| format!("{}", g.display()))?;
     let ftype = match gg.header.get(gguf::keys::general::FILE_TYPE) {
         Some(gguf::Value::U32(id)) => gguf::LlamaFtype::by_id(*id)
@@ -315,8 +329,9 @@ fn verify_one(opts: &ReleaseOptions, g: &Path) -> Result<(ReleasedFile, f64)> {
         sha256: v.inputs[0].sha256.clone(),
         verify: v,
         fingerprint: fp,
+        ram: ram.as_ref().map(|r| r.0.clone()),
     };
-    Ok((file, ms))
+    Ok((file, ms, ram.map(|r| r.1)))
 }
 
 /// Copies the GGUFs and source files into `dir`, writes the card and reports, then

@@ -62,6 +62,104 @@ fn sha256sum_check(dir: &Path) {
     assert!(o.status.success(), "{}", stdout(&o));
 }
 
+/// `quantgate bench gguf-hash DIR`'s table.
+fn bench_gguf_hash(dir: &Path) -> String {
+    let o = qg().args(["bench", "gguf-hash"]).arg(dir).output().unwrap();
+    assert!(o.status.success(), "{}", stdout(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The card's files table (type, size, bpw, mean KLD, PPL ratio, RAM) and its choice section,
+/// from the figures in report.json; and the same in report.html.
+fn assert_card_helps_choose(dir: &Path, report: &serde_json::Value) {
+    let card = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(
+        card.contains("| file | type | size | bits per weight | mean KLD | PPL ratio | RAM at n_ctx 512 | sha256 | gates 1–2 |"),
+        "{card}"
+    );
+    for f in report["files"].as_array().unwrap() {
+        let name = f["name"].as_str().unwrap();
+        let ram = f["ram"]["peak_rss_gib"].as_f64().expect("RAM measured");
+        // Every weight is mapped and read by the eval: its RSS is at least the file.
+        assert!(
+            ram * (1u64 << 30) as f64 >= f["bytes"].as_f64().unwrap(),
+            "{f}"
+        );
+        assert!(ram < 4.0, "{name}: {ram} GiB for a 135M model");
+        let row = card
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` |")))
+            .unwrap();
+        assert!(row.contains(&format!("| {ram:.1} GiB |")), "{row}");
+        if let Some(q) = f["verify"]["quality"].as_object() {
+            let kld = q["logits"]["mean_kld"].as_f64().unwrap();
+            let ratio = q["ppl"]["ratio"].as_f64().unwrap();
+            assert!(row.contains(&format!("| {kld:.4} | {ratio:.4} |")), "{row}");
+            assert!(ratio > 1.0 && ratio < 1.5, "{row}");
+        } else {
+            assert!(row.contains("| 0 (lossless) | — |"), "{row}");
+        }
+        assert!(
+            card.contains(&format!("GiB free: `{name}`")),
+            "{name} is recommended (no other file beats it): {card}"
+        );
+    }
+    assert!(card.contains("## Which file to choose"), "{card}");
+    assert!(card.contains("at a 512-token context"), "{card}");
+    assert!(
+        card.contains("CPU backend"),
+        "the llama.cpp build and CPU variant: {card}"
+    );
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<h2>Which file to choose</h2>"));
+    assert!(html.contains("<th>RAM at n_ctx 512</th>"));
+}
+
+/// A second release of the same inputs: every covered file byte-identical. The RAM figures
+/// are the one measurement among them (peak RSS rounded up to 0.1 GiB; runs differ by a few
+/// MiB): when a run lands across a step, they may differ by one step, and then the files that
+/// print them (README.md, report.md, report.html, report.json, SHA256SUMS) are compared with
+/// report.json's `ram` removed, and all others byte for byte.
+fn assert_reproduced(out1: &Path, out2: &Path) {
+    let (a, b) = (covered(out1), covered(out2));
+    assert_eq!(
+        a.iter().map(|x| &x.0).collect::<Vec<_>>(),
+        b.iter().map(|x| &x.0).collect::<Vec<_>>()
+    );
+    let ram = |d: &Path| -> Vec<f64> {
+        json(&d.join("report.json"))["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["ram"]["peak_rss_gib"].as_f64().unwrap())
+            .collect()
+    };
+    let (r1, r2) = (ram(out1), ram(out2));
+    let same_ram = r1 == r2;
+    for (x, y) in r1.iter().zip(&r2) {
+        assert!((x - y).abs() < 0.1 + 1e-9, "RAM {r1:?} then {r2:?}");
+    }
+    let prints_ram = ["README.md", "report.md", "report.html", "report.json"];
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        if same_ram || !prints_ram.contains(&name.as_str()) {
+            assert!(
+                x == y,
+                "{name} differs between two releases of the same inputs"
+            );
+        }
+    }
+    if !same_ram {
+        let strip = |d: &Path| {
+            let mut v = json(&d.join("report.json"));
+            for f in v["files"].as_array_mut().unwrap() {
+                f.as_object_mut().unwrap().remove("ram");
+            }
+            v
+        };
+        assert_eq!(strip(out1), strip(out2));
+    }
+}
+
 #[test]
 fn smollm2_release_is_go_reproducible_and_a_flipped_byte_is_no_go_naming_the_file() {
     let tmp = tempfile::tempdir().unwrap();
@@ -74,7 +172,9 @@ fn smollm2_release_is_go_reproducible_and_a_flipped_byte_is_no_go_naming_the_fil
     quantize_to(&f16, &q, "Q4_K_M");
     ggufs.push(q);
     let out1 = tmp.path().join("release-1");
-    let o = release(&hf, &ggufs, &out1, &[]);
+    let wiki = repo().join("testdata/data/wiki.test.raw");
+    let with_ppl = ["--ppl-text", wiki.to_str().unwrap()];
+    let o = release(&hf, &ggufs, &out1, &with_ppl);
     assert!(o.status.success(), "{}", stdout(&o));
     assert_eq!(last_line(&o), "GO");
     sha256sum_check(&out1);
@@ -100,22 +200,20 @@ fn smollm2_release_is_go_reproducible_and_a_flipped_byte_is_no_go_naming_the_fil
     // The lossy files carry their quality against the source.
     let q4 = &report["files"][1]["verify"]["quality"]["logits"];
     assert!(q4["mean_kld"].as_f64().unwrap() > 0.01, "{q4}");
+    assert_card_helps_choose(&out1, &report);
     assert_renders(&out1.join("report.html"), "release-smollm2");
 
     let out2 = tmp.path().join("release-2");
-    let o = release(&hf, &ggufs, &out2, &[]);
+    let o = release(&hf, &ggufs, &out2, &with_ppl);
     assert_eq!(last_line(&o), "GO", "{}", stdout(&o));
-    let (a, b) = (covered(&out1), covered(&out2));
-    assert_eq!(
-        a.iter().map(|x| &x.0).collect::<Vec<_>>(),
-        b.iter().map(|x| &x.0).collect::<Vec<_>>()
-    );
-    for ((name, x), (_, y)) in a.iter().zip(&b) {
-        assert!(
-            x == y,
-            "{name} differs between two releases of the same inputs"
-        );
+    assert_reproduced(&out1, &out2);
+    // llama.cpp's llama-gguf-hash (default-CMake peer build) prints our manifests byte for
+    // byte and its --check accepts them.
+    let t = bench_gguf_hash(&out2);
+    for f in ["smollm2-f16.gguf", "smollm2-Q4_K_M.gguf"] {
+        assert!(t.contains(&format!("| {f} | ")), "{t}");
     }
+    assert_eq!(t.matches(" | yes | 0 | ").count(), 2, "{t}");
 
     // A byte flipped in a shipped GGUF after the manifest was written.
     let victim = out1.join("smollm2-Q4_K_M.gguf");
@@ -139,6 +237,18 @@ fn smollm2_release_is_go_reproducible_and_a_flipped_byte_is_no_go_naming_the_fil
         text.contains("release-not-verified smollm2-Q4_K_M.gguf"),
         "{text}"
     );
+    assert!(
+        text.contains("release-manifest smollm2-Q4_K_M.gguf.manifest"),
+        "{text}"
+    );
+    // llama-gguf-hash --check of the folder's manifest on the flipped file: exit 1 (mismatch);
+    // both tools still hash the changed bytes alike.
+    let t = bench_gguf_hash(&out1);
+    assert!(
+        t.contains("| smollm2-Q4_K_M.gguf | 272 | yes | 1 | "),
+        "{t}"
+    );
+    assert!(t.contains("| smollm2-f16.gguf | 272 | yes | 0 | "), "{t}");
     // The untouched copy still checks.
     let o = qg()
         .args(["release", "--check"])
@@ -359,6 +469,34 @@ fn forgeries() -> Vec<(&'static str, Tamper, &'static str)> {
                 resum(d);
             }),
             "release-files chat_template.jinja",
+        ),
+        // Issue 33: the llama-gguf-hash manifests.
+        (
+            "a manifest entry rewritten, SHA256SUMS rehashed",
+            Box::new(|d: &Path| {
+                let p = d.join("minilm-f16.gguf.manifest");
+                let t = std::fs::read_to_string(&p).unwrap();
+                let mut lines: Vec<String> = t.lines().map(String::from).collect();
+                // The first tensor's sha256, its first hex digit changed.
+                let hex = lines[0].find("  ").unwrap() + 4;
+                let c = if &lines[0][hex..hex + 1] == "0" {
+                    "1"
+                } else {
+                    "0"
+                };
+                lines[0].replace_range(hex..hex + 1, c);
+                std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+                resum(d);
+            }),
+            "release-manifest minilm-f16.gguf.manifest",
+        ),
+        (
+            "a manifest removed, SHA256SUMS rehashed",
+            Box::new(|d: &Path| {
+                std::fs::remove_file(d.join("minilm-f16.gguf.manifest")).unwrap();
+                resum(d);
+            }),
+            "release-manifest minilm-f16.gguf.manifest: missing",
         ),
     ]
 }
