@@ -291,6 +291,14 @@ fn reproduce(s: &mut String, r: &ReleaseReport) {
     );
     let _ = writeln!(s, "- `{}`", r.command);
     let _ = writeln!(s, "- Check this folder: `sha256sum -c SHA256SUMS`, then `quantgate release --check .` (Gate 3: hashes and llama.cpp re-measured on these bytes).");
+    if let Some(f) = r.files.first() {
+        let _ = writeln!(
+            s,
+            "- With llama.cpp's own tool, per tensor: `llama-gguf-hash --check {m} {n}` for each GGUF and its `.manifest` (exit 0; the manifest covers tensor data, not metadata).",
+            m = super::manifest::file_name(&f.name),
+            n = f.name
+        );
+    }
     let _ = writeln!(s, "- `receipt.json` (not covered by SHA256SUMS) holds when this folder was built, the timings and its Gate 3 result.");
     match &r.signed_by {
         Some(k) => {

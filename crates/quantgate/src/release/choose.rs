@@ -189,7 +189,7 @@ pub fn advice_items(choices: &[Choice]) -> Vec<String> {
         .enumerate()
         .map(|(i, f)| {
             let what = match (f.loss, f.ppl_ratio) {
-                (Some((l, _)), _) if l == 0.0 => "lossless".to_string(),
+                (Some((0.0, _)), _) => "lossless".to_string(),
                 (Some((l, name)), None) => format!("{name} {l:.4}"),
                 (Some((l, name)), Some(p)) => format!("{name} {l:.4}, PPL ratio {p:.4}"),
                 (None, _) => "loss not measured".into(),

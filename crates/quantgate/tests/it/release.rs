@@ -113,6 +113,11 @@ fn assert_card_helps_choose(dir: &Path, report: &serde_json::Value) {
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("<h2>Which file to choose</h2>"));
     assert!(html.contains("<th>RAM at n_ctx 512</th>"));
+    // The card itself, rendered as a hub renders Markdown.
+    let page = assert_card_renders(&dir.join("README.md"), "card-smollm2");
+    assert!(page.contains("RAM at n_ctx 512</th>"), "{page}");
+    assert!(page.contains("<h2>Which file to choose</h2>"), "{page}");
+    assert_eq!(page.matches("GiB free: <code>").count(), 2, "{page}");
 }
 
 /// A second release of the same inputs: every covered file byte-identical. The RAM figures
@@ -541,6 +546,12 @@ fn check_refuses_forged_reports_incomplete_folders_and_reserved_names() {
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
     assert!(stdout(&o).contains("--gguf receipt.json: the release writes a file of that name"));
     assert!(!tmp.path().join("reserved").exists());
+    // A GGUF named like a manifest would take another GGUF's manifest name.
+    let named = tmp.path().join("minilm-f16.gguf.manifest");
+    std::fs::copy(&gguf, &named).unwrap();
+    let o = release(&hf, &[gguf.clone(), named], &tmp.path().join("m"), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stdout(&o).contains("--gguf minilm-f16.gguf.manifest: the release writes a file"));
 }
 
 /// SIGTERM while `release` runs: exit 143, and nothing is left beside the output (the staging

@@ -48,12 +48,6 @@ fn keypair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     (k, p)
 }
 
-fn model_signing() -> PathBuf {
-    let o = run(&mut Command::new(repo().join("scripts/model-signing.sh")));
-    assert!(o.status.success(), "{}", text(&o));
-    PathBuf::from(String::from_utf8(o.stdout).unwrap().trim())
-}
-
 fn library_verify(dir: &Path, public: &Path) -> Output {
     run(Command::new(model_signing())
         .args(["verify", "key"])

@@ -438,3 +438,40 @@ pub fn near(v: &serde_json::Value, recorded: f64, tol: f64) {
         "{x} is not within {tol} of {recorded}"
     );
 }
+
+/// `model_signing` of the hash-pinned venv (`scripts/model-signing.sh` makes it on first use).
+pub fn model_signing() -> PathBuf {
+    let o = Command::new(repo().join("scripts/model-signing.sh"))
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    PathBuf::from(String::from_utf8(o.stdout).unwrap().trim())
+}
+
+/// Renders a release's model card (`README.md`, front matter dropped) as a hub renders
+/// Markdown: CommonMark with GFM tables, by markdown-it-py 4.3.0 (hash-pinned in
+/// requirements/model-signing.txt, in that venv), inside a plain page written to the ignored
+/// `target/screenshots/NAME.html`; checks it with [`assert_renders`] (screenshot `NAME.png`
+/// beside it) and returns the HTML.
+pub fn assert_card_renders(card: &Path, name: &str) -> String {
+    let python = model_signing().with_file_name("python");
+    let script = "import sys, markdown_it\n\
+        t = open(sys.argv[1], encoding='utf-8').read()\n\
+        if t.startswith('---\\n'): t = t.split('\\n---\\n', 1)[1]\n\
+        body = markdown_it.MarkdownIt('commonmark').enable('table').render(t)\n\
+        css = 'body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px}code{background:#eee}'\n\
+        open(sys.argv[2], 'w', encoding='utf-8').write('<!doctype html><meta charset=utf-8><style>' + css + '</style>' + body)\n";
+    let dir = repo().join("target/screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    let html = dir.join(format!("{name}.html"));
+    let o = Command::new(python)
+        .args(["-c", script])
+        .arg(card)
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_renders(&html, name);
+    std::fs::read_to_string(&html).unwrap()
+}
