@@ -15,7 +15,10 @@ pub struct Measured {
     pub exit_code: Option<i32>,
     /// Wall time, seconds.
     pub wall_s: f64,
-    /// Peak resident set size, KiB (`ru_maxrss`).
+    /// Peak resident set size, KiB (`ru_maxrss`). Linux carries the parent's high-water mark
+    /// into a spawned child's at `exec` (`eval::record::peak_rss_self_kib` says why), so this
+    /// is the child's own peak only when the parent is smaller: the benches and runners that
+    /// use it are small processes; `release` reads the child's own record instead.
     pub max_rss_kib: u64,
     /// User + system CPU time, seconds.
     #[serde(skip)]

@@ -4,7 +4,8 @@
 //!
 //! The advice follows the convention of GGUF model cards (pick a file 1–2 GB under the RAM or
 //! VRAM you have) with the margin fixed at [`MARGIN_GIB`], and ranks files by their measured
-//! loss: a file is recommended only if no smaller file has a lower loss.
+//! loss: a file is not recommended when another is no larger, needs no more RAM and loses no
+//! more.
 
 use std::fmt::Write as _;
 
@@ -13,19 +14,32 @@ use super::{ReleaseReport, ReleasedFile};
 /// Free memory to keep beside a file's measured RAM, GiB (the low end of the cards' 1–2 GB).
 pub const MARGIN_GIB: f64 = 1.0;
 
-/// The measured loss the advice ranks by: mean KLD for causal LMs, 1 − min cosine against the
-/// source for embedding models; 0 for a file with no lossy tensor; `None` when not measured.
+/// The measured loss the advice ranks by, always the file as shipped in llama.cpp against the
+/// reference on the HF weights: mean KLD for causal LMs (the quality section for block-quantized
+/// files, else Gate 2's logits, which then compare exactly that), 1 − min cosine for embedding
+/// models (likewise); `None` when not measured.
 fn loss(f: &ReleasedFile) -> Option<(f64, &'static str)> {
     let v = &f.verify;
     if let Some(q) = &v.quality {
         return Some((q.logits.mean_kld, "mean KLD"));
     }
-    if v.gate2_vectors.is_some() {
-        let x = v.gate2_vectors.as_ref()?;
-        return Some((1.0 - x.min_cosine, "1 − min cosine"));
+    if let Some(l) = &v.gate2_logits {
+        return Some((l.mean_kld, "mean KLD"));
     }
-    // Causal LM without a quality section: verify found no lossy tensor.
-    v.gate2_logits.as_ref().map(|_| (0.0, "mean KLD"))
+    let x = v
+        .gate2_vectors_as_shipped
+        .as_ref()
+        .or(v.gate2_vectors.as_ref())?;
+    Some((1.0 - x.min_cosine, "1 − min cosine"))
+}
+
+/// A loss figure: 4 decimals, or 2 significant digits below 0.001 (F16's KLD is ~1e-6).
+fn figure(x: f64) -> String {
+    if x != 0.0 && x.abs() < 1e-3 {
+        format!("{x:.1e}")
+    } else {
+        format!("{x:.4}")
+    }
 }
 
 fn size(bytes: u64) -> String {
@@ -70,9 +84,8 @@ pub fn table(r: &ReleaseReport) -> (Vec<String>, Vec<Vec<String>>) {
         .iter()
         .map(|f| {
             let q = f.verify.quality.as_ref();
-            let kld = match (q, loss(f)) {
-                (Some(q), _) => format!("{:.4}", q.logits.mean_kld),
-                (None, Some((0.0, _))) => "0 (lossless)".into(),
+            let kld = match loss(f) {
+                Some((l, "mean KLD")) => figure(l),
                 _ => "—".into(),
             };
             let ppl = q
@@ -129,10 +142,10 @@ impl Choice {
             name: f.name.clone(),
             ftype: f.ftype.clone(),
             bytes: f.bytes,
-            need_gib: f
-                .ram
-                .as_ref()
-                .map_or(f.bytes as f64 / (1u64 << 30) as f64, |r| r.peak_rss_gib),
+            need_gib: f.ram.as_ref().map_or_else(
+                || super::ram::round_up_gib(f.bytes.div_ceil(1024)),
+                |r| r.peak_rss_gib,
+            ),
             loss: loss(f),
             ppl_ratio: f
                 .verify
@@ -189,9 +202,8 @@ pub fn advice_items(choices: &[Choice]) -> Vec<String> {
         .enumerate()
         .map(|(i, f)| {
             let what = match (f.loss, f.ppl_ratio) {
-                (Some((0.0, _)), _) => "lossless".to_string(),
-                (Some((l, name)), None) => format!("{name} {l:.4}"),
-                (Some((l, name)), Some(p)) => format!("{name} {l:.4}, PPL ratio {p:.4}"),
+                (Some((l, name)), None) => format!("{name} {}", figure(l)),
+                (Some((l, name)), Some(p)) => format!("{name} {}, PPL ratio {p:.4}", figure(l)),
                 (None, _) => "loss not measured".into(),
             };
             let by = order
@@ -252,7 +264,7 @@ mod tests {
         assert_eq!(
             items,
             [
-                "With at least 2.4 GiB free: `f16` (F16, 16 MiB on disk; lossless).",
+                "With at least 2.4 GiB free: `f16` (F16, 16 MiB on disk; mean KLD 0.0000).",
                 "With at least 1.9 GiB free: `q8_0` (Q8_0, 8 MiB on disk; mean KLD 0.0010).",
                 "Not recommended: `iq4_xs_bad` (IQ4_XS_BAD; mean KLD 0.0900): `q4_k_m` is no larger, needs no more RAM and loses no more.",
                 "With at least 1.6 GiB free: `q4_k_m` (Q4_K_M, 5 MiB on disk; mean KLD 0.0500).",

@@ -35,10 +35,11 @@ pub fn check(dir: &Path, report: &ReleaseReport, blockers: &mut Vec<Blocker>) ->
     known_files_only(dir, report, blockers)?;
     recorded_hashes(dir, report, blockers)?;
     for f in &report.files {
-        if !dir.join(&f.name).is_file() {
-            continue; // named by Gate 3's file checks
+        // Names outside the folder and missing GGUFs are Gate 3's file checks' blockers.
+        if !crate::verify::gate3::plain_name(&f.name) || !dir.join(&f.name).is_file() {
+            continue;
         }
-        if let Some(why) = manifest::mismatch(dir, &f.name)? {
+        if let Some(why) = manifest::mismatch(dir, &f.name) {
             let subject = manifest::file_name(&f.name);
             blockers.push(Blocker::new(BlockerCode::ReleaseManifest, &subject, why));
         }

@@ -52,20 +52,29 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Largest manifest read (a line is ~100 bytes per tensor; a 1,000-tensor MoE's is 0.1 MB).
+const MAX_BYTES: u64 = 64 << 20;
+
 /// Why the manifest `dir/NAME.gguf.manifest` does not describe `dir/NAME.gguf` (`None` when it
-/// does, byte for byte).
-///
-/// Errors: the GGUF cannot be read (a missing or unreadable manifest is a reason, not an error).
-pub fn mismatch(dir: &Path, gguf_name: &str) -> Result<Option<String>> {
+/// does, byte for byte). A manifest that is missing, not a regular file (a FIFO, a symlink, a
+/// device) or over [`MAX_BYTES`], and a GGUF that cannot be parsed, are reasons, not errors:
+/// `release --check` reports them with its other blockers.
+pub fn mismatch(dir: &Path, gguf_name: &str) -> Option<String> {
     let m = dir.join(file_name(gguf_name));
-    let Ok(have) = std::fs::read(&m) else {
-        return Ok(Some("missing from the release folder".into()));
-    };
-    let want = render(&dir.join(gguf_name), gguf_name)?;
-    if have == want.as_bytes() {
-        return Ok(None);
+    if std::fs::symlink_metadata(&m).is_err() {
+        return Some("missing from the release folder".into());
     }
-    let have = String::from_utf8_lossy(&have);
+    let have = match crate::paths::read_text_capped(&m, MAX_BYTES) {
+        Ok(t) => t,
+        Err(e) => return Some(format!("unreadable: {e:#}")),
+    };
+    let want = match render(&dir.join(gguf_name), gguf_name) {
+        Ok(t) => t,
+        Err(e) => return Some(format!("the GGUF cannot be hashed: {e:#}")),
+    };
+    if have == want {
+        return None;
+    }
     let first = want
         .lines()
         .zip(have.lines())
@@ -80,5 +89,5 @@ pub fn mismatch(dir: &Path, gguf_name: &str) -> Result<Option<String>> {
             },
             |(w, _)| format!("first differing entry: expected `{w}`"),
         );
-    Ok(Some(format!("does not match the GGUF's tensors: {first}")))
+    Some(format!("does not match the GGUF's tensors: {first}"))
 }

@@ -2,8 +2,9 @@
 //! GGUFs with a `llama-gguf-hash` manifest each, the source's license/config/tokenizer files, a
 //! model card, report.json/.md/.html and `SHA256SUMS`), then Gate 3 on the folder's own bytes. One verdict for the package.
 //!
-//! Everything `SHA256SUMS` covers is a function of the inputs: the same inputs give a
-//! byte-identical folder. What differs between runs (timestamps, timings, the folder's own
+//! Everything `SHA256SUMS` covers is a function of the inputs and of one measurement, each
+//! file's RAM ([`ram`]: peak RSS rounded up to 0.1 GiB, which repeats unless a run lands across
+//! a step): the same inputs give a byte-identical folder. What differs between runs (timestamps, timings, the folder's own
 //! path) goes only into [`RECEIPT`], which the manifest does not cover.
 //!
 //! Gate 3 ([`gate3`]): the one Gate 3 of `verify::gate3` (`SHA256SUMS` re-checked as
@@ -250,6 +251,14 @@ fn check_options(opts: &ReleaseOptions) -> Result<()> {
     for g in &opts.ggufs {
         crate::paths::ensure_regular_file(g)?;
         let n = file_name(g)?;
+        // llama-gguf-hash splits manifest lines on whitespace and takes `-…` as an option.
+        if n.starts_with('-') || n.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            bail!(
+                "--gguf {}: a released file name may not start with '-' or hold whitespace or \
+                 control characters (llama-gguf-hash --check could not name it); rename it",
+                g.display()
+            );
+        }
         if names.contains(&n) {
             bail!(
                 "{}: a second GGUF named {n}; names in a release must differ",
@@ -372,18 +381,24 @@ fn assemble(opts: &ReleaseOptions, dir: &Path, files: Vec<ReleasedFile>) -> Resu
             None => None,
         },
     };
-    write_file(&dir.join(REPORT_JSON), &serde_json::to_vec_pretty(&report)?)?;
-    write_file(
-        &dir.join("report.md"),
-        card::report_markdown(&report).as_bytes(),
-    )?;
-    write_file(
-        &dir.join("report.html"),
-        html::release_page(&report)?.as_bytes(),
-    )?;
-    write_file(&dir.join("README.md"), card::model_card(&report).as_bytes())?;
+    for (name, bytes) in pages(&report)? {
+        write_file(&dir.join(name), &bytes)?;
+    }
     sums::write(dir)?;
     Ok(report)
+}
+
+/// The files a release renders from its report: report.json, report.md, report.html and the
+/// card README.md, by name. They are a function of `report` alone.
+///
+/// Errors: a chart of report.html that cannot be drawn.
+pub fn pages(report: &ReleaseReport) -> Result<Vec<(&'static str, Vec<u8>)>> {
+    Ok(vec![
+        (REPORT_JSON, serde_json::to_vec_pretty(report)?),
+        ("report.md", card::report_markdown(report).into_bytes()),
+        ("report.html", html::release_page(report)?.into_bytes()),
+        ("README.md", card::model_card(report).into_bytes()),
+    ])
 }
 
 /// The `quantgate release` command line that reproduces the folder (paths as given).

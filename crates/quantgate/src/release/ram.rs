@@ -1,6 +1,8 @@
 //! The RAM a card states for each file: the peak resident set of `quantgate eval ppl` on the
-//! file, run as a child process (`child::run_measured`, `ru_maxrss`) at the context and chunk
-//! count of verify's quality PPL ([`PPL_CTX`] × [`PPL_CHUNKS`], same text and threads). That
+//! file, run as a child process at the context and chunk count of verify's quality PPL
+//! ([`PPL_CTX`] × [`PPL_CHUNKS`], same text and threads), as the child's own `--json` record
+//! states it (`VmHWM`; not `wait4`'s `ru_maxrss`, which would include this process's peak:
+//! `eval::record::peak_rss_self_kib`). That
 //! covers the mapped weights, the KV cache at that context, the compute buffers and the logits
 //! of a scored chunk: what llama.cpp needs to run the file at that context on the CPU.
 //!
@@ -41,6 +43,8 @@ pub struct Ram {
 /// code and the file are named).
 pub fn measure(gguf: &Path, text: &Path, threads: Threads) -> Result<(Ram, u64)> {
     let exe = std::env::current_exe().context("cannot locate the quantgate binary")?;
+    let tmp = tempfile::tempdir().context("cannot create a temp folder")?;
+    let record = tmp.path().join("ram.json");
     let mut cmd = Command::new(exe);
     cmd.args(["eval", "ppl"])
         .arg(gguf)
@@ -53,6 +57,8 @@ pub fn measure(gguf: &Path, text: &Path, threads: Threads) -> Result<(Ram, u64)>
             &PPL_CHUNKS.to_string(),
         ])
         .args(["-t", &threads.to_string()])
+        .arg("--json")
+        .arg(&record)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let m = crate::child::run_measured(&mut cmd)?;
@@ -63,13 +69,19 @@ pub fn measure(gguf: &Path, text: &Path, threads: Threads) -> Result<(Ram, u64)>
             m.exit_code
         );
     }
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&record)?)
+        .with_context(|| format!("{}: the RAM run's record", gguf.display()))?;
+    let kib = v["peak_rss_kib"]
+        .as_u64()
+        .filter(|k| *k > 0)
+        .with_context(|| format!("{}: the RAM run recorded no peak RSS", gguf.display()))?;
     let ram = Ram {
         n_ctx: PPL_CTX,
         chunks: PPL_CHUNKS,
         threads,
-        peak_rss_gib: round_up_gib(m.max_rss_kib),
+        peak_rss_gib: round_up_gib(kib),
     };
-    Ok((ram, m.max_rss_kib))
+    Ok((ram, kib))
 }
 
 /// `kib` in GiB, rounded up to a multiple of [`STEP_GIB`] (as tenths, so the JSON is exact).

@@ -29,6 +29,9 @@ pub struct Gate2 {
     pub stress: Option<stress_gate::StressReport>,
     /// Embedding models: pooled vectors against the reference.
     pub vectors: Option<vectors::VectorReport>,
+    /// With block-quantized weights: the file's vectors as shipped against the reference on the
+    /// HF weights (reported, not judged).
+    pub vectors_as_shipped: Option<vectors::VectorReport>,
     /// Causal LMs: the judged logits measurement.
     pub logits: Option<logits::LogitsReport>,
     /// With block-quantized weights: the file as shipped (reported, not judged).
@@ -122,7 +125,7 @@ fn gate2_vectors(
     params: &llama_runtime::ContextParams,
     gated: &[String],
     t: &Thresholds,
-    f: &mut Findings,
+    (f, as_shipped): (&mut Findings, &mut Option<vectors::VectorReport>),
 ) -> Result<Option<vectors::VectorReport>> {
     // Retrieval texts with a known tokenizer divergence are left out, as corpus texts are.
     let retrieval =
@@ -153,6 +156,7 @@ fn gate2_vectors(
                 "quality against the source (vectors of the file as shipped vs the reference on the HF weights; reported, not judged): min cosine {:.6}, top-1 identical {}/{}",
                 q.min_cosine, q.top1_identical, q.queries
             ));
+            *as_shipped = Some(q);
         }
     }
     let m32;
@@ -405,7 +409,8 @@ pub(super) fn run(
         .cloned()
         .collect();
     if s.arch == Arch::Bert || s.pooling.is_some() {
-        g2.vectors = gate2_vectors(opts, s, &model, params, &gated, t, f)?;
+        let shipped = &mut g2.vectors_as_shipped;
+        g2.vectors = gate2_vectors(opts, s, &model, params, &gated, t, (f, shipped))?;
     } else if g1.source_inconsistent {
         f.blockers.push(Blocker::new(BlockerCode::LogitsNotMeasured,
             "logits",

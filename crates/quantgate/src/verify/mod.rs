@@ -118,6 +118,10 @@ pub struct VerifyReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate2_stress: Option<stress_gate::StressReport>,
     pub gate2_vectors: Option<vectors::VectorReport>,
+    /// Embedding models with block-quantized weights: the file's vectors as shipped against the
+    /// reference on the HF weights (reported; `gate2_vectors` holds the judged measurement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate2_vectors_as_shipped: Option<vectors::VectorReport>,
     pub gate2_logits: Option<logits::LogitsReport>,
     /// With block-quantized weights: the file as shipped against the reference (reported;
     /// `gate2_logits` then holds the judged F32-expansion measurement).
@@ -253,6 +257,7 @@ pub fn verify(opts: &VerifyOptions) -> Result<VerifyReport> {
         gate2_tokenizer: g2.tokenizer,
         gate2_stress: g2.stress,
         gate2_vectors: g2.vectors,
+        gate2_vectors_as_shipped: g2.vectors_as_shipped,
         gate2_speed: g2.logits.as_ref().and_then(|l| l.speed.clone()),
         gate2_logits: g2.logits,
         gate2_logits_as_shipped: g2.logits_as_shipped,

@@ -487,34 +487,8 @@ pub fn check_tensors(
             ne_src: &ne_src,
             weights,
         };
-        let expected = expected_bytes(&t, None, &mut maps)?;
-        let Some(stored) = read_stored(&mut file, gguf_path, info, blockers)? else {
-            continue;
-        };
-        if stored == expected {
-            r.bit_identical += 1;
-            continue;
-        }
-        // A block type quantized from a conversion to F16/BF16 (convert, then quantize) encodes
-        // the source rounded to that type; ggml's own round trip gives those values.
-        match via_intermediate(&t, &stored, &mut maps)? {
-            Some(t) => {
-                r.bit_identical += 1;
-                *r.via_intermediate.entry(t.to_string()).or_default() += 1;
-            }
-            None if w.undecided(info, ty) => {
-                let u = undecided_error(&t, &stored, &expected, &mut maps)?;
-                blockers.extend(u.blocker());
-                undecided.push(u);
-            }
-            None => {
-                let names: Vec<&str> = members
-                    .iter()
-                    .map(|j| hf.tensors[*j].name.as_str())
-                    .collect();
-                blockers.push(bits_blocker(info, &names, ty, &stored, &expected))
-            }
-        }
+        let io = (&mut file, gguf_path);
+        judge_stored(io, &t, w, &mut maps, (blockers, undecided, r))?;
     }
     let present: std::collections::HashSet<&str> = infos.iter().map(|i| i.name.as_str()).collect();
     push_missing(
@@ -529,6 +503,54 @@ pub fn check_tensors(
         "config.json's RoPE scaling implies it (llama3) but the file has none",
         blockers,
     );
+    Ok(())
+}
+
+/// Compares the stored bytes of `t.info` with ggml's encoding of its source, directly or via
+/// an F16/BF16 intermediate (convert, then quantize). An imatrix quant checked without its
+/// imatrix is undecided (bounded by `undecided_error`); any other difference is `tensor-bits`.
+///
+/// Errors: the file or a source tensor cannot be read.
+fn judge_stored(
+    (file, gguf_path): (&mut std::fs::File, &Path),
+    t: &Target,
+    w: Weighting,
+    maps: &mut SourceMaps,
+    (blockers, undecided, r): (
+        &mut Vec<Blocker>,
+        &mut Vec<UndecidedTensor>,
+        &mut Gate1Report,
+    ),
+) -> Result<()> {
+    let expected = expected_bytes(t, None, maps)?;
+    let Some(stored) = read_stored(file, gguf_path, t.info, blockers)? else {
+        return Ok(());
+    };
+    if stored == expected {
+        r.bit_identical += 1;
+        return Ok(());
+    }
+    // A block type quantized from a conversion to F16/BF16 encodes the source rounded to that
+    // type; ggml's own round trip gives those values.
+    match via_intermediate(t, &stored, maps)? {
+        Some(via) => {
+            r.bit_identical += 1;
+            *r.via_intermediate.entry(via.to_string()).or_default() += 1;
+        }
+        None if w.undecided(t.info, t.ty) => {
+            let u = undecided_error(t, &stored, &expected, maps)?;
+            blockers.extend(u.blocker());
+            undecided.push(u);
+        }
+        None => {
+            let names: Vec<&str> = t
+                .members
+                .iter()
+                .map(|j| t.hf.tensors[*j].name.as_str())
+                .collect();
+            blockers.push(bits_blocker(t.info, &names, t.ty, &stored, &expected))
+        }
+    }
     Ok(())
 }
 
