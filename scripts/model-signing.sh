@@ -4,14 +4,4 @@
 # venv whose requirements match is reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv=.cache/venv-model-signing
-req=requirements/model-signing.txt
-stamp="$venv/.requirements.sha256"
-want="$(sha256sum "$req" | cut -d' ' -f1)"
-if [ ! -x "$venv/bin/model_signing" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --no-deps --require-hashes -r "$req"
-  echo "$want" >"$stamp"
-fi
-echo "$PWD/$venv/bin/model_signing"
+exec scripts/pinned-venv.sh .cache/venv-model-signing requirements/model-signing.txt model_signing

@@ -33,6 +33,7 @@ pub fn sha256_bytes(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
-fn hex(d: &[u8]) -> String {
+/// `d` as lower-case hex, two digits a byte (how sha256sum and llama-gguf-hash print digests).
+pub fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }

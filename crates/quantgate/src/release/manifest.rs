@@ -39,17 +39,18 @@ pub fn render(path: &Path, name: &str) -> Result<String> {
     for t in &g.header.tensors {
         let data = g.tensor_data(t);
         model.update(data);
-        let hex = hex(&Sha256::digest(data));
+        let hex = crate::hash::sha256_bytes(data);
         let _ = writeln!(out, "{:<8}  {hex}  {name}:{}", "sha256", t.name);
         // The pages are read once; dropping them keeps a large file's RSS flat.
         g.release(t);
     }
-    let _ = writeln!(out, "{:<8}  {}  {name}", "sha256", hex(&model.finalize()));
+    let _ = writeln!(
+        out,
+        "{:<8}  {}  {name}",
+        "sha256",
+        crate::hash::hex(&model.finalize())
+    );
     Ok(out)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Largest manifest read (a line is ~100 bytes per tensor; a 1,000-tensor MoE's is 0.1 MB).

@@ -102,12 +102,8 @@ pub fn fingerprint(key: &VerifyingKey) -> Result<KeyId> {
         .to_public_key_pem(LineEnding::LF)
         .map_err(|e| anyhow!("public key PEM: {e}"))?;
     Ok(KeyId {
-        fingerprint: hex(&Sha256::digest(pem.as_bytes())),
+        fingerprint: crate::hash::sha256_bytes(pem.as_bytes()),
     })
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// DSSE's pre-authentication encoding of `payload`.
@@ -152,7 +148,7 @@ fn subject_digest(r: &[Resource]) -> Result<String> {
             .collect();
         h.update(raw?);
     }
-    Ok(hex(&h.finalize()))
+    Ok(crate::hash::hex(&h.finalize()))
 }
 
 /// Signs `dir` (its files as [`resources`] lists them) with the key at `key`, writes

@@ -405,17 +405,6 @@ fn verify_and_analysis_pages_render() {
 /// A change made to a copy of a release folder.
 type Tamper = Box<dyn Fn(&Path)>;
 
-/// `cp -a`: a copy of a release folder to tamper with.
-fn copy_tree(from: &Path, to: &Path) {
-    let st = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(st.success());
-}
-
 /// Rewrites `dir/SHA256SUMS` consistently, as a forger would.
 fn resum(dir: &Path) {
     quantgate::release::sums::write(dir).unwrap();

@@ -74,17 +74,6 @@ fn check(dir: &Path, trust: Option<&Path>) -> (String, String) {
     (last, s)
 }
 
-fn copy_of(from: &Path, to: &Path) -> PathBuf {
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    to.to_path_buf()
-}
-
 #[test]
 fn signed_release_interops_with_model_signing_and_tampering_is_no_go_naming_it() {
     let tmp = tempfile::tempdir().unwrap();
@@ -130,7 +119,7 @@ fn signed_release_interops_with_model_signing_and_tampering_is_no_go_naming_it()
     assert!(s.contains("provenance: not checked"), "{s}");
 
     // The library's signature over the same folder, checked by quantgate.
-    let lib = copy_of(&out, &t.join("library-signed"));
+    let lib = copy_tree(&out, &t.join("library-signed"));
     std::fs::remove_file(lib.join("model.sig")).unwrap();
     let o = run(Command::new(model_signing())
         .args(["sign", "key"])
@@ -208,7 +197,7 @@ fn signed_release_interops_with_model_signing_and_tampering_is_no_go_naming_it()
         ),
     ];
     for (i, (what, tamper, names)) in cases.iter().enumerate() {
-        let d = copy_of(&out, &t.join(format!("tampered-{i}")));
+        let d = copy_tree(&out, &t.join(format!("tampered-{i}")));
         tamper(&d);
         let (last, s) = check(&d, Some(&public));
         assert_eq!(last, "NO-GO", "{what}: {s}");

@@ -429,17 +429,6 @@ fn assert_job(job: &serde_json::Value, image: &str, id: &str, plan: &serde_json:
     assert_eq!(c["resources"]["limits"]["cpu"], "2");
 }
 
-/// `cp -a src dst`.
-fn copy_tree(src: &Path, dst: &Path) {
-    let o = Command::new("cp")
-        .arg("-a")
-        .arg(src)
-        .arg(dst)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", out(&o));
-}
-
 /// `f(plan.json)` written back.
 fn edit_plan(dir: &Path, f: impl Fn(&mut serde_json::Value)) {
     let mut p = plan_json(dir);

@@ -187,9 +187,12 @@ fn expected_metadata(s: &Sources, ft: u32, f: &mut Findings) -> Result<Vec<(Stri
     Ok(expected)
 }
 
-/// Gate 1: every metadata key and every tensor, read back through ggml's own reader and
-/// compared with what the sources imply (bit for bit for tensors).
-pub(super) fn run(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result<Gate1> {
+/// What the sources themselves cannot express: config.json fields and declared tensors
+/// (`config-field`) and tokenizer features the GGUF vocabulary cannot hold
+/// (`tokenizer-inexpressible`); a vocab-only file gets a note instead of the tensor check.
+///
+/// Errors: the HF folder's tensor order cannot be derived.
+fn source_blockers(s: &Sources, f: &mut Findings) -> Result<()> {
     for p in crate::source::fields::check(&s.hf.config, s.arch) {
         f.blockers
             .push(Blocker::new(BlockerCode::ConfigField, "config.json", p));
@@ -214,6 +217,13 @@ pub(super) fn run(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result
                 .push(Blocker::new(BlockerCode::ConfigField, "config.json", p));
         }
     }
+    Ok(())
+}
+
+/// Gate 1: every metadata key and every tensor, read back through ggml's own reader and
+/// compared with what the sources imply (bit for bit for tensors).
+pub(super) fn run(opts: &VerifyOptions, s: &Sources, f: &mut Findings) -> Result<Gate1> {
+    source_blockers(s, f)?;
     let mut g1 = Gate1Report::default();
     let given = opts
         .imatrix

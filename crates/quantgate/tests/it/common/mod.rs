@@ -475,3 +475,15 @@ pub fn assert_card_renders(card: &Path, name: &str) -> String {
     assert_renders(&html, name);
     std::fs::read_to_string(&html).unwrap()
 }
+
+/// `cp -a FROM TO` (a copy of a release folder to tamper with); returns `TO`.
+pub fn copy_tree(from: &Path, to: &Path) -> PathBuf {
+    let o = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    to.to_path_buf()
+}
